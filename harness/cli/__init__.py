@@ -1,0 +1,8 @@
+"""Command-line interface: thin wrappers over the library, one module per command group."""
+
+from harness.cli.app import app
+from harness.cli import build, classify, hosts, order_check, run, validate  # noqa: F401  (registers commands)
+
+
+def main() -> None:
+    app()

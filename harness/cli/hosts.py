@@ -1,0 +1,1 @@
+"""(command module: filled in by its owner)"""
