@@ -206,6 +206,9 @@ def load_text(text: str, path: str) -> Node:
     return _convert(root, path, set())
 
 
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map")
+)
 _CONSTRUCTOR = yaml.SafeLoader("")  # only used to turn scalar nodes into Python values safely
 
 
@@ -215,13 +218,15 @@ def _convert(node: yaml.Node, path: str, seen: set[int], key_pos: tuple[int, int
     if id(node) in seen:
         # An alias of a collection: legal YAML, but the way "billion laughs" explodes.
         raise InputError.at(path, line, col, "YAML aliases of mappings or lists are not supported in specs")
+    if node.tag == "tag:yaml.org,2002:timestamp" and isinstance(node, yaml.ScalarNode):
+        return Node(node.value, path, line, col, *key_pos)  # a date-like ref or version stays text
+    if node.tag not in _PLAIN_TAGS:
+        raise InputError.at(path, line, col, f"invalid YAML: tag {node.tag!r} is not allowed (plain data only)")
     if isinstance(node, yaml.ScalarNode):
         try:
             value = _CONSTRUCTOR.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise InputError.at(path, line, col, f"invalid value: {exc}") from None
-        if not isinstance(value, (str, int, float, bool, type(None))):
-            value = node.value  # timestamps and binary stay as the text the user wrote
         return Node(value, path, line, col, *key_pos)
     seen.add(id(node))
     if isinstance(node, yaml.SequenceNode):

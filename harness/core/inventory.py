@@ -1,0 +1,174 @@
+"""Inventories: the lab's hosts, how to reach them, and which boards they carry."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.errors import InputError, Problem
+from harness.core.profiles import default_boards
+from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file
+
+TRANSPORTS = ("ssh", "local")
+HOST_KEY_POLICIES = ("strict", "accept-new")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$")  # DNS names, IPv4, IPv6
+
+
+@dataclass(frozen=True)
+class BoardSlot:
+    """One board in a host, with the /dev/tenstorrent/N numbers it shows."""
+
+    type: str
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Registry:
+    url: str
+    username: str | None = None
+    password: str | None = None  # always a ${ENV_VAR} reference, resolved at use time
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    transport: str = "ssh"
+    address: str | None = None
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None  # None: ~/.ssh/known_hosts
+    host_key_policy: str = "strict"
+    labels: tuple[str, ...] = ()
+    boards: tuple[BoardSlot, ...] = ()
+    docker: str | None = None  # the engine endpoint on the host; None: the host's default
+    jump: str | None = None  # name of another host in the inventory
+    registry: Registry | None = None
+
+    @property
+    def device_ids(self) -> tuple[int, ...]:
+        return tuple(device for board in self.boards for device in board.devices)
+
+    def board_types(self) -> tuple[str, ...]:
+        return tuple(board.type for board in self.boards)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path
+    hosts: tuple[Host, ...]
+
+    def host(self, name: str) -> Host:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(name)
+
+    def select(self, labels: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> tuple[Host, ...]:
+        """Hosts carrying every label; restricted to ``names`` when given."""
+        chosen = [h for h in self.hosts if set(labels) <= set(h.labels)]
+        if names:
+            chosen = [h for h in chosen if h.name in names]
+        return tuple(chosen)
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    root = load_file(path)
+    f = Fields(root, "inventory", required=("hosts",))
+    problems: list[Problem] = []
+    hosts: list[Host] = []
+    nodes: dict[str, Node] = {}
+    for node in f.req("hosts").as_list("hosts"):
+        try:
+            host = _host(node)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        if host.name in nodes:
+            problems.append(node.problem(f"duplicate host name {host.name!r} (first at line {nodes[host.name].line})"))
+        nodes[host.name] = node
+        hosts.append(host)
+    names = tuple(nodes)
+    for host in hosts:
+        if host.jump is not None:
+            jump_node = nodes[host.name].value["jump"]
+            if host.jump not in nodes:
+                problems.append(jump_node.problem(f"jump host {host.jump!r} is not in this inventory{did_you_mean(host.jump, names)}"))
+            elif host.jump == host.name:
+                problems.append(jump_node.problem("a host cannot be its own jump host"))
+    if problems:
+        raise InputError(problems)
+    return Inventory(path=Path(path), hosts=tuple(hosts))
+
+
+def _host(node: Node) -> Host:
+    f = Fields(
+        node,
+        "host",
+        required=("name",),
+        optional=(
+            "transport", "address", "port", "user", "identity_file", "known_hosts", "host_key_policy",
+            "labels", "boards", "docker", "jump", "registry",
+        ),
+    )
+    name = f.req("name").as_str("host name")
+    transport = f.opt("transport").as_choice("transport", TRANSPORTS) if f.has("transport") else "ssh"
+    address = None
+    if transport == "ssh":
+        if not f.has("address"):
+            raise node.fail(f"ssh host {name!r} needs an `address`")
+        address = f.req("address").as_str("address")
+        if not _HOSTNAME.match(address):
+            raise f.req("address").fail(f"address {address!r} is not a host name or IP address")
+    elif any(f.has(k) for k in ("address", "user", "identity_file", "jump", "known_hosts")):
+        raise node.fail(f"host {name!r} uses the local transport: address, user, identity_file, known_hosts and jump do not apply")
+
+    def text(key: str) -> str | None:
+        return f.opt(key).as_str(key) if f.has(key) else None
+
+    port = f.opt("port").as_int("port", minimum=1) if f.has("port") else 22
+    if port > 65535:
+        raise f.req("port").fail("port must be at most 65535")
+    return Host(
+        name=name,
+        transport=transport,
+        address=address,
+        port=port,
+        user=text("user"),
+        identity_file=text("identity_file"),
+        known_hosts=text("known_hosts"),
+        host_key_policy=f.opt("host_key_policy").as_choice("host_key_policy", HOST_KEY_POLICIES)
+        if f.has("host_key_policy")
+        else "strict",
+        labels=f.opt("labels").as_str_list("labels") if f.has("labels") else (),
+        boards=tuple(_board(b) for b in f.opt("boards").as_list("boards")) if f.has("boards") else (),
+        docker=text("docker"),
+        jump=text("jump"),
+        registry=_registry(f.opt("registry")) if f.has("registry") else None,
+    )
+
+
+def _board(node: Node) -> BoardSlot:
+    f = Fields(node, "board", required=("type", "devices"))
+    boards = default_boards()
+    kind = f.req("type").as_str("board type")
+    if kind not in boards:
+        raise f.req("type").fail(f"unknown board type {kind!r}{did_you_mean(kind, tuple(boards))}; known: {', '.join(boards)}")
+    devices_node = f.req("devices")
+    devices = tuple(d.as_int("device id", minimum=0) for d in devices_node.as_list("devices"))
+    expected = boards[kind].mmio_devices
+    if len(devices) != expected:
+        raise devices_node.fail(
+            f"a {kind} shows {expected} /dev/tenstorrent node(s) to the host; {len(devices)} device id(s) given"
+        )
+    return BoardSlot(type=kind, devices=devices)
+
+
+def _registry(node: Node) -> Registry:
+    f = Fields(node, "registry", required=("url",), optional=("username", "password"))
+    return Registry(
+        url=f.req("url").as_str("registry url"),
+        username=f.opt("username").as_str("registry username") if f.has("username") else None,
+        password=f.opt("password").as_secret_ref("registry password") if f.has("password") else None,
+    )
