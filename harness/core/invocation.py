@@ -84,7 +84,7 @@ def probe_items(device_ids: Sequence[int], iommu: bool = False) -> tuple[ProbeIt
     return tuple(items)
 
 
-def test_command(check: CheckSpec, image: ImageSpec) -> list[str]:
+def container_command(check: CheckSpec, image: ImageSpec) -> list[str]:
     """The argv of the test itself, inside the container."""
     if check.kind == "gtest":
         argv = [check.binary]
@@ -150,7 +150,7 @@ def docker_run_argv(
     argv += ["--entrypoint", "sh", image_ref, "-c", _PROBE_SCRIPT, "harness-probe"]
     if job.device is not None:
         argv += [item.arg() for item in probe_items(device_ids, iommu)]
-    argv += ["--", *test_command(check, job.image)]
+    argv += ["--", *container_command(check, job.image)]
     return argv
 
 
