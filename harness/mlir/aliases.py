@@ -29,7 +29,7 @@ from harness.mlir.locations import (
 )
 
 NO_INDEX = -1
-_UNDEF = -(1 << 63)
+UNDEFINED = -(1 << 63)  # a numbered slot not defined (yet)
 _NUMBERED = re.compile(r"#loc(0|[1-9]\d{0,8})?")
 _NUMBERED_CAP = 1 << 22  # a sparse `#loc999999999` must not allocate a huge array
 
@@ -56,24 +56,31 @@ class AliasTable:
         self._other_slots: dict[str, int] = {}
 
     # -- encoding --------------------------------------------------------------------------
+    def reserve(self, key: int) -> bool:
+        """Make ``numbered[key]`` exist; False when ``key`` is beyond what the array may hold
+        (that name then lives in the list of other names)."""
+        if key >= _NUMBERED_CAP:
+            return False
+        if key >= len(self.numbered):
+            grow = max(key + 1, 2 * len(self.numbered)) - len(self.numbered)
+            self.numbered.extend(array("q", [UNDEFINED]) * grow)
+        return True
+
     def ref(self, name: str) -> int:
         """The encoded reference to alias ``name`` (``#loc12``)."""
         key = numbered_key(name)
-        if key is not None and key < _NUMBERED_CAP:
-            if key >= len(self.numbered):
-                grow = max(key + 1, 2 * len(self.numbered)) - len(self.numbered)
-                self.numbered.extend(array("q", [_UNDEF]) * grow)
+        if key is not None and self.reserve(key):
             return -2 - 2 * key
         slot = self._other_slots.get(name)
         if slot is None:
-            slot = self._new_other(_UNDEF, name)
+            slot = self._new_other(UNDEFINED, name)
             self._other_slots[name] = slot
         return -3 - 2 * slot
 
     def define(self, name: str, value: int) -> bool:
         """Record ``name = value``; False when ``name`` was already defined."""
         slot = -2 - self.ref(name)
-        if self._get(slot) != _UNDEF:
+        if self._get(slot) != UNDEFINED:
             return False
         self._set(slot, value)
         return True
@@ -117,7 +124,7 @@ class AliasTable:
             slot = stack[-1]
             found = self._get(slot)
             waiting = None
-            if found == _UNDEF:
+            if found == UNDEFINED:
                 name = self._name(slot)
                 if "." not in name:
                     raise UnresolvedAlias(f"location alias {name} is never defined")

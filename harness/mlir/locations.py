@@ -87,13 +87,13 @@ class LocationSyntaxError(Exception):
         self.message = message
 
 
-_INDEX = re.compile(r"(?:DEBUG\|)?(-?\d{1,18})\|")
+INDEX_PATTERN = re.compile(r"(?:DEBUG\|)?(-?\d{1,18})\|")
 
 
 def name_index(name: str) -> int | None:
     """The op index a name location carries (``15`` in ``DEBUG|15|ResNetModel[resnet]|...``),
     ``-1`` for the producer's "unknown", ``None`` when the name has no index field."""
-    match = _INDEX.match(name)
+    match = INDEX_PATTERN.match(name)
     return int(match.group(1)) if match else None
 
 

@@ -29,14 +29,12 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from harness.core.errors import InputError, Problem
-from harness.mlir.aliases import NO_INDEX, AliasTable, UnresolvedAlias
+from harness.mlir.aliases import NO_INDEX, UNDEFINED, AliasTable, UnresolvedAlias
 from harness.mlir.lexer import (
-    ARROW,
     BARE,
     CARET_ID,
     HASH_ID,
     META_OPEN,
-    NUMBER,
     PUNCT,
     STRING,
     SYMBOL,
@@ -47,7 +45,8 @@ from harness.mlir.lexer import (
     tokenize,
     unescape,
 )
-from harness.mlir.locations import FusedPolicy, LocationSyntaxError, name_index, parse_location
+from harness.mlir.locations import INDEX_PATTERN as _INDEX
+from harness.mlir.locations import FusedPolicy, LocationSyntaxError, parse_location
 
 MAX_LINE = 64 * 1024 * 1024  # characters; a longer line is refused (or skipped, in metadata)
 _CHUNK = 1 << 20
@@ -60,11 +59,11 @@ _MAX_PROBLEMS = 20
 _FAST_OP = re.compile(
     r'([ \t]*)(?:%[\w$.:#]+(?:[ \t]*,[ \t]*%[\w$.:#]+)*[ \t]*=[ \t]*)?'
     r'(?:"([\w$.]+)"|([A-Za-z_][\w$]*\.[\w$.]+)(?=[ \t(<]))(?![ \t]*=)'
-    r'([^"]*)[ \t]loc\((?:(#[\w$.-]+)|"([^"\\]*)")\)[ \t]*'
+    r'([^"]*)[ \t]loc\((?:#loc(0|[1-9]\d{0,8}|)|(#[\w$.-]+)|"([^"\\]*)")\)[ \t]*'
 )
-# `#loc12 = loc("name")`, `loc("name"(#loc3))` or `loc("file":line[:col])`.
+# `#locN = loc("name")`, `loc("name"(#locM))` or `loc("file":line[:col])`.
 _FAST_ALIAS = re.compile(
-    r'(#[\w$.-]+) = loc\("([^"\\]*)"(?:\((#[\w$.-]+)\)|(:\d+(?::\d+)?))?\)[ \t]*'
+    r'#loc(0|[1-9]\d{0,8}|) = loc\("([^"\\]*)"(?:\(#loc(0|[1-9]\d{0,8}|)\)|(:\d+(?::\d+)?))?\)[ \t]*'
 )
 # Tokens that cannot start an op: a line starting with one continues the previous statement.
 _CONTINUATIONS = frozenset({":", "->", ")", "]", ",", "=", "<", "{", "loc", "attributes", "to", "at"})
@@ -168,13 +167,12 @@ _OP, _LABEL, _ALIAS, _SKIP = "op", "label", "alias", "skip"
 class _Stmt:
     """A statement being read (mutable, internal)."""
 
-    __slots__ = ("kind", "line", "col", "block", "name", "symbol", "brackets", "loc", "alias")
+    __slots__ = ("kind", "line", "col", "name", "symbol", "brackets", "loc", "alias")
 
-    def __init__(self, kind: str, line: int, col: int, block: "_Block", name: str | None):
+    def __init__(self, kind: str, line: int, col: int, name: str | None):
         self.kind = kind
         self.line = line
         self.col = col
-        self.block = block
         self.name = name
         self.symbol: str | None = None
         self.brackets: list[Token] = []  # open ( [ { of this statement, outside regions
@@ -183,24 +181,24 @@ class _Stmt:
 
 
 class _Block:
-    __slots__ = ("function", "lines", "cols", "name_ids", "values")
+    __slots__ = ("function", "data")
 
     def __init__(self, function: str | None):
         self.function = function
-        self.lines = array("l")
-        self.cols = array("l")
-        self.name_ids = array("l")
-        self.values = array("q")  # encoded: index, or a reference to an alias slot
+        self.data = array("q")  # (line, col, name id, encoded index) per op, interleaved
 
 
 class _Region:
     __slots__ = ("block", "function", "stmt", "pending", "fresh", "opener")
 
     def __init__(self, block: _Block, opener: Token | None):
-        self.block = block
+        self.block = block  # the current block; a label starts the next one
         self.function = block.function
         self.stmt: _Stmt | None = None  # the statement being read
-        self.pending: _Stmt | tuple | None = None  # a finished statement a next line may continue
+        # A finished statement that the next line may still continue: a _Stmt, or an op
+        # record (line, col, name id, encoded index) from the fast path. Nothing but a
+        # label changes `block`, and a label flushes this first, so it belongs to `block`.
+        self.pending: _Stmt | tuple | None = None
         self.fresh = True  # no statement read yet
         self.opener = opener  # the `{`, for "unclosed region" errors
 
@@ -222,77 +220,102 @@ class ModuleReader:
 
     # -- the hot loop ----------------------------------------------------------------------
     def feed(self, lines: Iterable[str]) -> None:
+        """Read lines until they run out or the file metadata (``{-#``) starts."""
         fast_op = _FAST_OP.fullmatch
         fast_alias = _FAST_ALIAS.fullmatch
-        numbered = self._aliases.numbered
+        index_of = _INDEX.match
+        aliases = self._aliases
+        numbered = aliases.numbered  # grows in place, never replaced
         names = self._names
         frames = self._frames
         top = frames[0]
         line_no = self._line
-        for text in lines:
-            line_no += 1
-            frame = frames[-1]
-            if frame.stmt is None and not self.stopped:
-                match = fast_op(text)
-                if match is not None:
-                    indent, name, custom, body, alias, inline = match.groups()
-                    if (
-                        body.count("(") == body.count(")")
-                        and body.count("[") == body.count("]")
-                        and body.count("{") == body.count("}")
-                        and "//" not in body
-                    ):
-                        if frame.pending is not None:
-                            self._emit(frame.pending)
-                        name = name or custom
-                        name_id = names.get(name)
-                        if name_id is None:
-                            name_id = names[name] = len(names)
-                        if alias is not None:
-                            key = _numbered_key_fast(alias)
-                            if 0 <= key < len(numbered):
-                                value = -2 - 2 * key
-                                found = numbered[key]
-                                if found >= NO_INDEX:  # alias already defined and resolved
-                                    value = found
-                            else:
-                                value = self._aliases.ref(alias)
-                                numbered = self._aliases.numbered  # may have grown
-                        else:
-                            value = _inline_index(inline)
-                        frame.pending = (line_no, len(indent) + 1, name_id, value, frame.block)
-                        frame.fresh = False
-                        continue
-                if frame is top:
-                    match = fast_alias(text)
+        ops = 0  # fast-path ops, added to self._ops on the way out
+        try:
+            for text in lines:
+                line_no += 1
+                frame = frames[-1]
+                if frame.stmt is None:
+                    match = fast_op(text)
                     if match is not None:
-                        if frame.pending is not None:
-                            self._emit(frame.pending)
-                            frame.pending = None
-                        alias, string, child, file_line = match.groups()
-                        if file_line is not None:
-                            value = NO_INDEX
-                        else:
-                            index = name_index(string)
-                            if index is not None:
-                                value = index if index >= 0 else NO_INDEX
-                            elif child is not None:
-                                value = self._aliases.ref(child)
+                        indent, generic, custom, body, digits, alias, inline = match.groups()
+                        count = body.count
+                        if (
+                            count("(") == count(")")
+                            and count("{") == count("}")
+                            and ("[" not in body or count("[") == count("]"))
+                            and "//" not in body
+                        ):
+                            pending = frame.pending
+                            if type(pending) is tuple:
+                                ops += 1
+                                if pending[3] != NO_INDEX:
+                                    frame.block.data.extend(pending)
+                            elif pending is not None:
+                                self._emit(frame, pending)
+                            name = generic or custom
+                            name_id = names.get(name)
+                            if name_id is None:
+                                name_id = names[name] = len(names)
+                            if digits is not None:
+                                key = int(digits) + 1 if digits else 0
+                                if key < len(numbered) or aliases.reserve(key):
+                                    value = numbered[key]
+                                    if value < NO_INDEX:  # not defined yet: refer to it
+                                        value = -2 - 2 * key
+                                else:
+                                    value = aliases.ref("#loc" + digits)
+                            elif alias is not None:
+                                value = aliases.ref(alias)
                             else:
-                                value = NO_INDEX
-                        self._line = line_no
-                        self._define(alias, value, len(text) - len(text.lstrip()) + 1)
-                        numbered = self._aliases.numbered
-                        continue
+                                found = index_of(inline)
+                                value = int(found.group(1)) if found is not None else NO_INDEX
+                                if value < NO_INDEX:
+                                    value = NO_INDEX
+                            frame.pending = (line_no, len(indent) + 1, name_id, value)
+                            frame.fresh = False
+                            continue
+                    if frame is top:
+                        match = fast_alias(text)
+                        if match is not None:
+                            digits, string, child, file_line = match.groups()
+                            key = int(digits) + 1 if digits else 0
+                            if key < len(numbered) or aliases.reserve(key):
+                                pending = frame.pending
+                                if pending is not None:
+                                    self._emit(frame, pending)
+                                    frame.pending = None
+                                if numbered[key] != UNDEFINED:
+                                    raise InputError.at(self.path, line_no, 1, f"location alias #loc{digits} is defined twice")
+                                found = None if file_line is not None else index_of(string)
+                                if found is not None:
+                                    value = int(found.group(1))
+                                    if value < NO_INDEX:
+                                        value = NO_INDEX
+                                elif file_line is None and child is not None:
+                                    ckey = int(child) + 1 if child else 0
+                                    if ckey < len(numbered) or aliases.reserve(ckey):
+                                        value = numbered[ckey]
+                                        if value < NO_INDEX:
+                                            value = -2 - 2 * ckey
+                                    else:
+                                        value = aliases.ref("#loc" + child)
+                                else:
+                                    value = NO_INDEX
+                                numbered[key] = value
+                                continue
+                self._line = line_no
+                self._ops += ops
+                ops = 0
+                self._slow(text)
+                if self.stopped:
+                    break
+        finally:
             self._line = line_no
-            self._slow(text)
-            numbered = self._aliases.numbered
-        self._line = line_no
+            self._ops += ops
 
     # -- the tokenizing path ---------------------------------------------------------------
     def _slow(self, text: str) -> None:
-        if self.stopped:
-            return
         if text is OVERLONG:
             raise self._error(1, f"line longer than {MAX_LINE // (1024 * 1024)} MiB")
         try:
@@ -317,10 +340,9 @@ class ModuleReader:
                 if frame.pending is not None:
                     if token.text in _CONTINUATIONS and token.kind is not STRING:
                         stmt = frame.stmt = self._resume(frame.pending)
-                        frame.pending = None
                     else:
-                        self._emit(frame.pending)
-                        frame.pending = None
+                        self._emit(frame, frame.pending)
+                    frame.pending = None
                 if stmt is None:
                     stmt = self._start(frame, tokens, i)
                     if stmt is None:  # metadata reached, or the region was an attribute dict
@@ -378,8 +400,8 @@ class ModuleReader:
             # `{` + newline + `key = ...`: a wrapped attribute dictionary, not a region
             self._frames.pop()
             parent = self._frames[-1].stmt
-            assert parent is not None
-            parent.brackets.append(frame.opener)  # type: ignore[arg-type]
+            assert parent is not None and frame.opener is not None
+            parent.brackets.append(frame.opener)
             return None
         if token.kind is CARET_ID:
             kind = _LABEL
@@ -389,7 +411,7 @@ class ModuleReader:
             is_loc = i + 2 < len(tokens) and tokens[i + 2].kind is BARE and tokens[i + 2].text == "loc"
             kind = _ALIAS if is_loc else _SKIP
         elif token.kind is PUNCT and token.text == "!" and is_top:
-            kind = _SKIP
+            kind = _SKIP  # a type alias
         elif token.kind is VALUE:
             j = i
             while j < len(tokens) and (tokens[j].kind is VALUE or tokens[j].text == ","):
@@ -401,7 +423,7 @@ class ModuleReader:
         else:
             kind = _SKIP
         frame.fresh = False
-        stmt = _Stmt(kind, token.line, token.col, frame.block, name)
+        stmt = _Stmt(kind, token.line, token.col, name)
         if kind is _ALIAS:
             stmt.alias = token.text
         frame.stmt = stmt
@@ -410,8 +432,8 @@ class ModuleReader:
     def _resume(self, pending: _Stmt | tuple) -> _Stmt:
         if isinstance(pending, _Stmt):
             return pending
-        line, col, name_id, _value, block = pending
-        return _Stmt(_OP, line, col, block, self._name_of(name_id))
+        line, col, name_id, _value = pending
+        return _Stmt(_OP, line, col, next(name for name, known in self._names.items() if known == name_id))
 
     def _collect_loc(self, token: Token) -> None:
         tokens = self._loc_tokens
@@ -450,7 +472,7 @@ class ModuleReader:
             frame.pending = stmt
             frame.stmt = None
         if frame.pending is not None:
-            self._emit(frame.pending)
+            self._emit(frame, frame.pending)
             frame.pending = None
         self._frames.pop()
 
@@ -462,43 +484,29 @@ class ModuleReader:
             raise self._error(token.col, f"`{token.text}` closes `{opened.text}` from line {opened.line}:{opened.col}")
 
     # -- results ---------------------------------------------------------------------------
-    def _emit(self, finished: _Stmt | tuple) -> None:
+    def _emit(self, frame: _Region, finished: _Stmt | tuple) -> None:
+        """A statement of ``frame``'s current block is complete: count and keep it."""
         if isinstance(finished, tuple):
-            line, col, name_id, value, block = finished
+            record = finished
+        elif finished.kind is _ALIAS:
+            if finished.loc is not None and not self._aliases.define(finished.alias, finished.loc):  # type: ignore[arg-type]
+                raise InputError.at(self.path, finished.line, finished.col, f"location alias {finished.alias} is defined twice")
+            return
+        elif finished.kind is _OP:
+            name_id = self._names.get(finished.name or "<unnamed>")
+            if name_id is None:
+                name_id = self._names[finished.name or "<unnamed>"] = len(self._names)
+            record = (finished.line, finished.col, name_id, NO_INDEX if finished.loc is None else finished.loc)
         else:
-            if finished.kind is _ALIAS:
-                if finished.loc is not None:
-                    self._define(finished.alias, finished.loc, finished.col)  # type: ignore[arg-type]
-                return
-            if finished.kind is not _OP:
-                return
-            line, col, block = finished.line, finished.col, finished.block
-            name_id = self._name_id(finished.name or "<unnamed>")
-            value = NO_INDEX if finished.loc is None else finished.loc
+            return
         self._ops += 1
-        if value != NO_INDEX:
-            block.lines.append(line)
-            block.cols.append(col)
-            block.name_ids.append(name_id)
-            block.values.append(value)
-
-    def _define(self, alias: str, value: int, col: int) -> None:
-        if not self._aliases.define(alias, value):
-            raise self._error(col, f"location alias {alias} is defined twice")
+        if record[3] != NO_INDEX:
+            frame.block.data.extend(record)
 
     def _new_block(self, function: str | None) -> _Block:
         block = _Block(function)
         self._blocks.append(block)
         return block
-
-    def _name_id(self, name: str) -> int:
-        name_id = self._names.get(name)
-        if name_id is None:
-            name_id = self._names[name] = len(self._names)
-        return name_id
-
-    def _name_of(self, name_id: int) -> str:
-        return next(name for name, known in self._names.items() if known == name_id)
 
     def _error(self, col: int, message: str) -> InputError:
         return InputError.at(self.path, self._line, col, message)
@@ -520,29 +528,34 @@ class ModuleReader:
         for frame in self._frames:
             for finished in (frame.pending, frame.stmt):
                 if finished is not None:
-                    self._emit(finished)
+                    self._emit(frame, finished)
             frame.pending = frame.stmt = None
         blocks = []
         problems: list[Problem] = []
         resolve = self._aliases.resolve
         for block in self._blocks:
-            if not block.values:
+            data = block.data
+            if not data:
                 continue
-            keep = _Block(block.function)
-            for line, col, name_id, value in zip(block.lines, block.cols, block.name_ids, block.values):
-                try:
-                    index = resolve(value)
-                except UnresolvedAlias as exc:
-                    if len(problems) < _MAX_PROBLEMS:
-                        problems.append(Problem(self.path, line, col, str(exc)))
-                    continue
-                if index != NO_INDEX:
-                    keep.lines.append(line)
-                    keep.cols.append(col)
-                    keep.name_ids.append(name_id)
-                    keep.values.append(index)
-            if keep.values:
-                blocks.append(BlockOps(keep.function, keep.lines, keep.cols, keep.name_ids, keep.values))
+            lines, cols, name_ids, indices = array("l"), array("l"), array("l"), array("q")
+            for at in range(0, len(data), 4):
+                value = data[at + 3]
+                if value < NO_INDEX:
+                    try:
+                        value = resolve(value)
+                    except UnresolvedAlias as exc:
+                        if len(problems) < _MAX_PROBLEMS:
+                            problems.append(Problem(self.path, data[at], data[at + 1], str(exc)))
+                        continue
+                    if value == NO_INDEX:
+                        continue
+                lines.append(data[at])
+                cols.append(data[at + 1])
+                name_ids.append(data[at + 2])
+                indices.append(value)
+            block.data = array("q")  # the raw records are no longer needed
+            if indices:
+                blocks.append(BlockOps(block.function, lines, cols, name_ids, indices))
         if problems:
             raise InputError(problems)
         return ModuleOps(self.path, self._ops, tuple(blocks), tuple(self._names))
@@ -550,22 +563,6 @@ class ModuleReader:
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers
-
-
-def _numbered_key_fast(alias: str) -> int:
-    """Like aliases.numbered_key for the common `#locN`, -1 for anything else."""
-    if alias.startswith("#loc"):
-        digits = alias[4:]
-        if not digits:
-            return 0
-        if digits.isdigit() and digits.isascii() and (digits[0] != "0" or digits == "0") and len(digits) < 10:
-            return int(digits) + 1
-    return -1
-
-
-def _inline_index(string: str) -> int:
-    index = name_index(string)
-    return NO_INDEX if index is None or index < 0 else index
 
 
 def _string(token: Token, reader: ModuleReader) -> str:
