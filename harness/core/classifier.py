@@ -1,0 +1,424 @@
+"""Classify a test log, or one test's failure text: real failure, environment fault, or pass.
+
+The rules (they are the product):
+
+1. **Fatal environment signatures decide env faults.** A line matching a ``fatal`` entry of the
+   signature catalog (``configs/signatures.yaml``: verbatim tt-umd / tt-metal / tt-smi / KMD /
+   Docker / SSH / network strings) marks the test it occurs in as an ``env_fault`` of that
+   entry's category, whatever else that test printed: an exception in a gtest fixture's
+   ``SetUp()`` carrying ``No chips detected in the cluster`` is a broken container, not a
+   broken kernel, and so is every other test of the fixture failing the same way.
+2. **Warnings never decide.** ``warning`` entries (``bind_area_to_memory_nodeset() failed``,
+   ``Insufficient NumHugepages``, ...) are kept as context in the evidence; a pass stays a
+   pass and a real failure stays a real failure.
+3. **A failure without a fatal signature is real.** Assertion text (gtest
+   ``file.cpp:NNN: Failure`` / ``Value of:`` / ``Expected:`` / ``Actual:``, pytest ``E   ...``
+   lines and ``AssertionError``, ``PCC check failed``), an uncaught exception or a crash
+   (``Segmentation fault``, ``Aborted (core dumped)``, ``terminate called after throwing``) in a
+   test with no fatal signature is a ``fail``. Keywords alone never make an env fault: only
+   catalog entries, which are specific verbatim strings, do; ``Expected: device output matches
+   reference`` is a real failure.
+4. **Hangs are env faults of category ``device-hang``, flagged as ambiguous.** A PCIe, NOC or
+   dispatch hang (``Read 0xffffffff from PCIE: you should reset the board.``, ``NOC0 appears
+   hung``, ``TIMEOUT: device timeout, potential hang detected``) is reported with the advice
+   that only a rerun after a board reset (``tt-smi -r``) tells a sick board from a kernel that
+   hangs it.
+5. **Test failure text outranks other log lines** (tt-metal's own classifier does the same):
+   a fatal signature outside any test does not turn a real test failure into an env fault;
+   only one inside the failing test's own output does.
+
+How a log is read:
+
+- Lines are attributed to the test running when they were printed: a gtest test runs from
+  ``[ RUN      ] X`` to ``[       OK ] X`` / ``[  FAILED  ] X`` / ``[  SKIPPED ] X``; a pytest
+  failure's details run from its ``____ name ____`` header in the ``FAILURES`` or ``ERRORS``
+  section to the next header or section. Lines outside any test belong to the process.
+- A log that ends inside a gtest test (the process died or was killed mid-test) counts that
+  test as failed: env fault if it printed a fatal signature, else a real failure.
+- Outcome of the whole log, first that applies: any test failed for real, or the process
+  crashed or failed an assertion outside any test without a fatal signature: ``fail``; any
+  test failed with a fatal signature, or a fatal signature appeared outside any test:
+  ``env_fault`` (a run whose environment broke is not a run to trust, even if its tests
+  passed); only summary lines say something failed (gtest's ``[  FAILED  ]`` list, pytest's
+  ``FAILED id - msg`` lines or ``1 failed, 2 passed``, with no per-test details): ``fail``,
+  unless the summary line itself carries a fatal signature; an explicit success marker
+  (gtest ``[  PASSED  ] N tests.``, pytest ``N passed in Xs``): ``pass``.
+- **Nothing recognizable is a ``fail``** with the message "no verdict in log". A log without a
+  success marker is a truncated log, a runner killed before printing, or a binary that never
+  started; calling it a pass would hide exactly the runs a kernel engineer needs to look at,
+  and no fatal signature means there is no evidence to blame the environment.
+
+Logs are read in one streaming pass in constant memory: a combined search for the catalog's
+anchors (see :class:`~harness.core.signatures.PatternSet`) finds candidate lines, only those
+are decoded and matched, and only a bounded number of evidence lines is kept. Line numbers
+are exact; a line longer than 1 MiB is matched in 1 MiB pieces.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+from harness.core.outcomes import EnvCategory, Evidence, Outcome, Verdict
+from harness.core.signatures import Catalog, PatternSet, Signature, default_catalog
+
+__all__ = ["classify_log", "classify_stream", "classify_file", "classify_case", "HANG_ADVICE"]
+
+HANG_ADVICE = (
+    "only a rerun after a board reset (tt-smi -r) can tell a sick board from a kernel that hangs it"
+)
+
+MAX_EVIDENCE = 10  # evidence lines per verdict
+_PER_TEST = 6  # deciding lines kept per test, per kind
+_MAX_TEXT = 400  # characters of one evidence line
+_CHUNK = 4 << 20  # bytes read at a time
+_MAX_LINE = 1 << 20  # a longer line is matched in pieces, keeping memory bounded
+
+
+class _Marker(enum.Enum):
+    """Test-runner output the classifier understands (the catalog holds environment strings)."""
+
+    GTEST_RUN = r"^\[ RUN      \] (?P<name>\S+)"
+    GTEST_OK = r"^\[       OK \] (?P<name>\S+)"
+    GTEST_FAILED = r"^\[  FAILED  \] (?P<name>\S+)"
+    GTEST_SKIPPED = r"^\[  SKIPPED \] (?P<name>\S+)"
+    GTEST_PASSED = r"^\[  PASSED  \] \d+ tests?\."
+    GTEST_LOCATION = r"^(?:unknown file|\S.*:\d+): Failure$"
+    GTEST_EXPECT = r"^(?:Value of: |Expected: |  Actual: |Expected equality of these values:|Which is: )"
+    CPP_EXCEPTION = r'C\+\+ exception with description "'
+    THROWN_IN = r'" thrown in (?P<where>SetUp\(\)|TearDown\(\)|the test body|the test fixture\'s constructor|SetUpTestSuite\(\)|TearDownTestSuite\(\))'
+    CRASH = (
+        r"Segmentation fault|Aborted \(core dumped\)|terminate called (?:after throwing an instance of|without an "
+        r"active exception)|\*\*\* Process received signal \*\*\*|Fatal Python error: |Bus error"
+    )
+    EXCEPTION = r"^Traceback \(most recent call last\):|TT_(?:FATAL|THROW) @ "
+    ASSERTION = r"^(?:E {3,})?AssertionError\b|PCC [Cc]heck failed"
+    PY_SECTION = r"^=+ (?P<title>FAILURES|ERRORS|PASSES|short test summary info|warnings summary|test session starts) =+$"
+    PY_HEADER = r"^_{4,} (?P<title>.*\S) _{4,}$"
+    PY_E_LINE = r"^E {3,}\S"
+    PY_RESULT = r"^(?P<name>\S+::\S+) (?P<result>PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b"
+    PY_SHORT = r"^(?P<result>FAILED|ERROR) (?P<name>\S+)(?: - (?P<msg>.*))?$"
+    PY_PASSED = r"^=*\s*(?P<counts>(?:\d+ \w+, )*\d+ passed(?:, \d+ \w+)*) in \d+(?:\.\d+)?s\b"
+
+
+_FAILURE_TEXT = frozenset(
+    {
+        _Marker.GTEST_LOCATION,
+        _Marker.GTEST_EXPECT,
+        _Marker.CPP_EXCEPTION,
+        _Marker.THROWN_IN,
+        _Marker.CRASH,
+        _Marker.EXCEPTION,
+        _Marker.ASSERTION,
+        _Marker.PY_E_LINE,
+    }
+)
+_PY_FAILED_COUNTS = re.compile(r"\b\d+ (?:failed|errors?)\b")
+
+
+@functools.lru_cache(maxsize=8)
+def _patterns(catalog: Catalog) -> PatternSet:
+    keys: list = [(sig, sig.pattern) for sig in catalog]
+    keys += [(marker, re.compile(marker.value)) for marker in _Marker]
+    return PatternSet(keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging one test's lines
+
+
+@dataclass
+class _Unit:
+    """The deciding lines of one test; with ``name`` None, of the process outside any test."""
+
+    name: str | None
+    start: Evidence | None = None  # the line that opened the test
+    fatal: list[_Hit] = field(default_factory=list)
+    failure: list[Evidence] = field(default_factory=list)
+    where: str | None = None  # gtest fixture stage or pytest phase the failure happened in
+
+    def add(self, evidence: Evidence, hit: _Hit | None, failure_text: bool) -> None:
+        if hit is not None and hit.signature.fatal and len(self.fatal) < _PER_TEST:
+            self.fatal.append(hit)
+        if failure_text and len(self.failure) < _PER_TEST:
+            self.failure.append(evidence)
+
+    def verdict(self, closing: Evidence | None = None) -> Verdict:
+        """The verdict of a unit known to have failed."""
+        subject = f"{self.name}: " if self.name else ""
+        stage = f" in {self.where}" if self.where else ""
+        if self.fatal:
+            return _env_verdict(self.fatal, f"{subject}failed{stage} with an environment fault")
+        evidence = self.failure + ([closing] if closing else [])
+        first = self.failure[0].text if self.failure else "no assertion or crash text found"
+        return Verdict(Outcome.FAIL, message=f"{subject}failed{stage}: {first}", evidence=tuple(evidence[:MAX_EVIDENCE]))
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A line that matched a signature: the evidence, the signature, the matched words."""
+
+    evidence: Evidence
+    signature: Signature
+    matched: str
+
+
+def _env_verdict(fatal: list[_Hit], context: str) -> Verdict:
+    first = fatal[0]
+    category = first.signature.category
+    message = f"{context} ({category}): {first.matched} [{first.signature.id}]"
+    if category is EnvCategory.DEVICE_HANG:
+        message += f"; {HANG_ADVICE}"
+    return Verdict.env_fault(category, message, [hit.evidence for hit in fatal][:MAX_EVIDENCE])
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+
+
+def _read_line(number: int, text: str, matches: list) -> tuple[Evidence, _Hit | None, dict]:
+    """Evidence for one line, the signature naming it (the first fatal one in catalog order,
+    else the first warning), and the runner markers it matched."""
+    signatures = [(key, match) for key, match in matches if isinstance(key, Signature)]
+    named = next(((s, m) for s, m in signatures if s.fatal), signatures[0] if signatures else None)
+    evidence = Evidence(number, _clip(text), named[0].id if named else None)
+    hit = _Hit(evidence, named[0], _clip(named[1].group())) if named else None
+    return evidence, hit, {key: match for key, match in matches if isinstance(key, _Marker)}
+
+
+# ---------------------------------------------------------------------------------------------
+# One test's failure text (from a JUnit report)
+
+
+def classify_case(failure_text: str, catalog: Catalog | None = None, first_line: int = 1) -> Verdict:
+    """The verdict on one test case known to have failed, from its failure or error text:
+    ``env_fault`` if the text carries a fatal signature, else ``fail``. ``first_line`` is the
+    line number of the text's first line in its file, for the evidence."""
+    patterns = _patterns(catalog or default_catalog())
+    unit = _Unit(None)
+    context: list[Evidence] = []
+    first_text: Evidence | None = None
+    for offset, line in enumerate(failure_text.split("\n")):
+        evidence, hit, markers = _read_line(first_line + offset, line.rstrip("\r"), patterns.match(line))
+        unit.add(evidence, hit, any(marker in _FAILURE_TEXT for marker in markers))
+        if hit is not None and not hit.signature.fatal and len(context) < _PER_TEST:
+            context.append(evidence)
+        if first_text is None and line.strip():
+            first_text = evidence
+    if unit.fatal:
+        return _env_verdict(unit.fatal, "failed with an environment fault")
+    evidence = unit.failure or ([first_text] if first_text else [])
+    summary = evidence[0].text.strip() if evidence else "no failure text"
+    return Verdict(Outcome.FAIL, message=summary, evidence=tuple((evidence + context)[:MAX_EVIDENCE]))
+
+
+# ---------------------------------------------------------------------------------------------
+# A whole log
+
+
+@dataclass
+class _Tally:
+    """Tests that failed one way: how many, and the first ones' verdicts."""
+
+    count: int = 0
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def add(self, verdict: Verdict) -> None:
+        self.count += 1
+        if len(self.verdicts) < MAX_EVIDENCE:
+            self.verdicts.append(verdict)
+
+    def evidence(self) -> tuple[Evidence, ...]:
+        # a few lines from each of the first tests rather than all lines of the first one
+        return tuple(e for v in self.verdicts for e in v.evidence[:3])[:MAX_EVIDENCE]
+
+
+class _LogJudge:
+    """Consumes the candidate lines of one log in order and produces its verdict."""
+
+    def __init__(self) -> None:
+        self.process = _Unit(None)
+        self.test: _Unit | None = None
+        self.test_is_gtest = False
+        self.section: str | None = None  # current pytest section title
+        self.real = _Tally()
+        self.env = _Tally()
+        self.summary: list[tuple[Evidence, _Hit | None]] = []
+        self.summary_count = 0
+        self.success: Evidence | None = None
+        self.context: list[Evidence] = []  # warnings, for the record
+
+    # -- feeding -------------------------------------------------------------------------
+    def line(self, number: int, text: str, matches: list) -> None:
+        evidence, hit, markers = _read_line(number, text, matches)
+        if hit is not None and not hit.signature.fatal and len(self.context) < MAX_EVIDENCE:
+            self.context.append(evidence)
+        self._boundaries(markers, evidence, hit)
+        unit = self.test or self.process
+        unit.add(evidence, hit, any(marker in _FAILURE_TEXT for marker in markers))
+        thrown = markers.get(_Marker.THROWN_IN)
+        if thrown and unit.where is None:
+            unit.where = thrown.group("where")
+
+    def _boundaries(self, markers: dict, evidence: Evidence, hit: _Hit | None) -> None:
+        if (m := markers.get(_Marker.GTEST_RUN)) is not None:
+            self._close(None)
+            self.test, self.test_is_gtest = _Unit(m.group("name"), evidence), True
+        elif (m := markers.get(_Marker.GTEST_OK)) is not None or (m := markers.get(_Marker.GTEST_SKIPPED)) is not None:
+            if self._is_current(m.group("name")):
+                self.test = None
+        elif (m := markers.get(_Marker.GTEST_FAILED)) is not None:
+            if self._is_current(m.group("name")):
+                self._close(evidence)
+            elif not m.group("name").isdigit():  # the list after "[  FAILED  ] 7 tests, listed below:"
+                self._summary(evidence, hit)
+        elif (m := markers.get(_Marker.GTEST_PASSED)) is not None:
+            self._close(None)
+            self.success = self.success or evidence
+        elif (m := markers.get(_Marker.PY_SECTION)) is not None:
+            self._close(None)
+            self.section = m.group("title")
+        elif (m := markers.get(_Marker.PY_HEADER)) is not None and self.section in ("FAILURES", "ERRORS"):
+            self._close(None)
+            title = m.group("title")
+            self.test, self.test_is_gtest = _Unit(title, evidence), False
+            phase = re.match(r"ERROR at (setup|teardown) of ", title)
+            if phase:
+                self.test.where = phase.group(1)
+        elif (m := markers.get(_Marker.PY_PASSED)) is not None:
+            self._close(None)
+            self.section = None
+            if _PY_FAILED_COUNTS.search(m.group("counts")):
+                self._summary(evidence, hit)
+            else:
+                self.success = self.success or evidence
+        elif (m := markers.get(_Marker.PY_SHORT) or markers.get(_Marker.PY_RESULT)) is not None:
+            if m.group("result") in ("FAILED", "ERROR"):
+                self._summary(evidence, hit)
+
+    def _is_current(self, name: str) -> bool:
+        return self.test is not None and self.test_is_gtest and self.test.name == name.rstrip(",")
+
+    def _close(self, closing: Evidence | None) -> None:
+        """End the current test. gtest tests end here only by failing (passing and skipped ones
+        are dropped where they end); pytest detail blocks are failures by construction."""
+        test, self.test = self.test, None
+        if test is None:
+            return
+        if self.test_is_gtest and closing is None and test.start is not None:
+            # a new test started, or the log ended, without this one's result line: it died
+            test.failure.insert(0, replace(test.start, text=f"{test.start.text} (never reported a result)"))
+        verdict = test.verdict(closing)
+        (self.env if verdict.outcome is Outcome.ENV_FAULT else self.real).add(verdict)
+
+    def _summary(self, evidence: Evidence, hit: _Hit | None) -> None:
+        self.summary_count += 1
+        if len(self.summary) < MAX_EVIDENCE:
+            self.summary.append((evidence, hit))
+
+    # -- the verdict ---------------------------------------------------------------------
+    def verdict(self) -> Verdict:
+        self._close(None)
+        process = self.process
+        if process.failure and not process.fatal and not self.env.count:
+            # a crash or assertion outside any test, with no fatal signature anywhere to explain it
+            self.real.add(replace(process.verdict(), message=f"outside any test: {process.failure[0].text}"))
+        if self.real.count:
+            message = f"{self.real.count} failure(s), first: {self.real.verdicts[0].message}"
+            if self.env.count or process.fatal:
+                message += "; environment faults were also seen"
+            return Verdict(Outcome.FAIL, message=message, evidence=self.real.evidence())
+        if self.env.count:
+            first = self.env.verdicts[0]
+            message = f"{self.env.count} test(s) failed with environment faults; first: {first.message}"
+            return replace(first, message=message, evidence=self.env.evidence())
+        if process.fatal:
+            return _env_verdict(process.fatal, "environment fault")
+        if self.summary_count:
+            fatal = [hit for _, hit in self.summary if hit is not None and hit.signature.fatal]
+            if fatal:
+                return _env_verdict(fatal, f"{self.summary_count} test(s) failed")
+            first = self.summary[0][0]
+            return Verdict(
+                Outcome.FAIL,
+                message=f"{self.summary_count} test(s) reported failed (no failure details in the log): {first.text}",
+                evidence=tuple(e for e, _ in self.summary)[:MAX_EVIDENCE],
+            )
+        if self.success is not None:
+            return Verdict(Outcome.PASS, message=self.success.text, evidence=(self.success, *self.context)[:MAX_EVIDENCE])
+        return Verdict(
+            Outcome.FAIL,
+            message="no verdict in log: no success marker, no failure and no environment signature",
+            evidence=tuple(self.context),
+        )
+
+
+def _feed(buf: bytes, end: int, line_number: int, judge: _LogJudge, patterns: PatternSet) -> int:
+    """Judge the candidate lines of ``buf[:end]`` (which ends at a line boundary, or is a piece
+    of an overlong line); returns the line number after it."""
+    position = 0
+    for start, stop in patterns.candidate_lines(buf, 0, end):
+        line_number += buf.count(b"\n", position, start)
+        raw = buf[start:stop]
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        judge.line(line_number, text, patterns.match(text, raw))
+        position = start
+    return line_number + buf.count(b"\n", position, end)
+
+
+def _judge_chunks(chunks: Iterable[bytes], catalog: Catalog | None) -> Verdict:
+    patterns = _patterns(catalog or default_catalog())
+    judge = _LogJudge()
+    carry = b""
+    line_number = 1
+    for data in chunks:
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:
+            if len(buf) < _MAX_LINE:
+                carry = buf
+                continue
+            cut = len(buf)
+        line_number = _feed(buf, cut, line_number, judge, patterns)
+        carry = buf[cut:]
+    if carry:
+        _feed(carry, len(carry), line_number, judge, patterns)
+    return judge.verdict()
+
+
+def classify_stream(stream: BinaryIO, catalog: Catalog | None = None) -> Verdict:
+    """Classify a log read from a binary stream, in big chunks and constant memory."""
+    return _judge_chunks(iter(lambda: stream.read(_CHUNK), b""), catalog)
+
+
+def classify_file(path: str | Path, catalog: Catalog | None = None) -> Verdict:
+    """Classify a log file (the fast path for big logs). Raises OSError if it can't be read."""
+    with open(path, "rb") as stream:
+        return classify_stream(stream, catalog)
+
+
+def classify_log(lines: Iterable[str], catalog: Catalog | None = None) -> Verdict:
+    """Classify a log given as lines (with or without their newlines), consumed once.
+
+    Line numbers count newlines: an item that itself contains newlines counts as several lines.
+    """
+    return _judge_chunks(_batches(lines), catalog)
+
+
+def _batches(lines: Iterable[str]) -> Iterator[bytes]:
+    batch: list[str] = []
+    size = 0
+    for line in lines:
+        if line.endswith("\n"):
+            line = line[:-1]
+        batch.append(line)
+        size += len(line) + 1
+        if size >= _CHUNK:
+            yield ("\n".join(batch) + "\n").encode("utf-8", "replace")
+            batch, size = [], 0
+    if batch:
+        yield ("\n".join(batch) + "\n").encode("utf-8", "replace")

@@ -1,0 +1,356 @@
+"""The signature catalog: verbatim error strings that mean "the environment broke".
+
+``configs/signatures.yaml`` lists one entry per string a driver, runtime or tool prints when
+the environment (not the code under test) is at fault: ``id`` (a stable slug that reports and
+dashboards key on), ``category`` (an :class:`EnvCategory` slug), ``severity`` (``fatal``: the
+run cannot be trusted; ``warning``: context only, it never decides an outcome), ``pattern``
+(a Python regex), ``source`` (where the verbatim string comes from) and ``example`` (the
+verbatim string itself; the loader checks that the pattern matches it).
+
+Matching many regexes against multi-GB logs is done by :class:`PatternSet`: every pattern
+must contain a literal of at least :data:`MIN_ANCHOR` characters that any match includes
+(an *anchor*, found automatically from the parsed regex). One combined search for the
+anchors finds the few candidate lines; only those are decoded and run through the full
+regexes. A pattern without such a literal is refused: signatures are specific verbatim
+strings, not keyword guesses.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, Hashable, Iterator, Sequence, TypeVar
+
+from harness.core.errors import InputError, Problem
+from harness.core.outcomes import EnvCategory
+from harness.core.yamlnodes import Fields, Node, load_file
+
+try:  # the regex parser is what finds the literals every match must contain
+    from re import _parser as _sre  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre  # type: ignore[no-redef]
+
+MIN_ANCHOR = 4  # shorter literals would make nearly every line a candidate
+MAX_ANCHOR = 24  # longer anchors cost comparisons without filtering better
+_LONG_ENOUGH = 6  # from this length on, a rarer first character beats more length
+
+_SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class Severity(str, enum.Enum):
+    FATAL = "fatal"
+    WARNING = "warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One catalog entry, compiled."""
+
+    id: str
+    category: EnvCategory
+    severity: Severity
+    pattern: re.Pattern[str]
+    source: str
+    example: str
+    where: str = ""  # path:line of the entry in the catalog, for messages
+
+    @property
+    def fatal(self) -> bool:
+        return self.severity is Severity.FATAL
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The signatures in catalog order: when several match one line, the earlier fatal one names it."""
+
+    signatures: tuple[Signature, ...]
+
+    def __iter__(self) -> Iterator[Signature]:
+        return iter(self.signatures)
+
+    def __len__(self) -> int:
+        return len(self.signatures)
+
+    def get(self, signature_id: str) -> Signature:
+        for signature in self.signatures:
+            if signature.id == signature_id:
+                return signature
+        raise KeyError(signature_id)
+
+    def match_line(self, line: str) -> tuple[Signature, ...]:
+        """Every signature matching one line, in catalog order."""
+        return tuple(sig for sig, _ in _catalog_patterns(self).match(line))
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog_patterns(catalog: Catalog) -> "PatternSet[Signature]":
+    return PatternSet([(sig, sig.pattern) for sig in catalog])
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def default_catalog() -> Catalog:
+    """The catalog shipped with the harness, at ``configs/signatures.yaml`` in the repo root."""
+    return _load_default()
+
+
+@functools.lru_cache(maxsize=1)
+def _load_default() -> Catalog:
+    return load_catalog(Path(__file__).resolve().parents[2] / "configs" / "signatures.yaml")
+
+
+_ENTRY_KEYS = ("id", "category", "severity", "pattern", "source", "example")
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read, validate and compile a catalog; every problem is reported as ``path:line:col``."""
+    root = load_file(path)
+    entries = Fields(root, "signature catalog", required=("signatures",)).req("signatures")
+    problems: list[Problem] = []
+    signatures: list[Signature] = []
+    seen: dict[str, Node] = {}
+    for node in entries.as_list("signatures"):
+        try:
+            signature = _entry(node)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        if signature.id in seen:
+            first = seen[signature.id]
+            problems.append(node.problem(f"duplicate signature id {signature.id!r} (first at line {first.line})"))
+            continue
+        seen[signature.id] = node
+        signatures.append(signature)
+    if problems:
+        raise InputError(problems)
+    if not signatures:
+        raise entries.fail("the catalog has no signatures")
+    return Catalog(tuple(signatures))
+
+
+def _entry(node: Node) -> Signature:
+    fields = Fields(node, "signature", required=_ENTRY_KEYS)
+    id_node = fields.req("id")
+    signature_id = id_node.as_str("signature id")
+    if not _SLUG.match(signature_id):
+        raise id_node.fail(f"signature id {signature_id!r} must be a lowercase slug like 'umd-no-chips'")
+    category = EnvCategory(fields.req("category").as_choice("category", tuple(c.value for c in EnvCategory)))
+    severity = Severity(fields.req("severity").as_choice("severity", tuple(s.value for s in Severity)))
+    pattern_node = fields.req("pattern")
+    text = pattern_node.as_str("pattern")
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        raise pattern_node.fail(f"pattern is not a valid regex: {exc}") from None
+    try:
+        anchors(pattern)
+    except ValueError as exc:
+        raise pattern_node.fail(str(exc)) from None
+    example_node = fields.req("example")
+    example = example_node.as_str("example")
+    if not pattern.search(example):
+        raise example_node.fail(f"pattern of {signature_id!r} does not match its own example")
+    return Signature(
+        id=signature_id,
+        category=category,
+        severity=severity,
+        pattern=pattern,
+        source=fields.req("source").as_str("source"),
+        example=example,
+        where=f"{node.path}:{node.line}",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Anchors: literals that every match of a regex contains
+
+_LETTERS_BY_FREQUENCY = "etaoinsrhldcumfpgwybvkxjqz"  # English text, most common first
+_COMMON_IN_LOGS = frozenset(" \t.,:;/-_=()|0123456789")
+
+
+def _rarity(char: str) -> int:
+    """How rarely a line has ``char`` (higher is rarer). The anchor search only stops at
+    characters that start an anchor, so anchors starting with rare ones keep it fast."""
+    if char in _COMMON_IN_LOGS:
+        return 0
+    if "a" <= char <= "z":
+        return 4 + _LETTERS_BY_FREQUENCY.index(char)
+    return 4 + len(_LETTERS_BY_FREQUENCY)  # capitals, brackets, quotes, non-ASCII
+
+
+def _best_cut(literal: str) -> tuple[tuple[int, int, int], str] | None:
+    """The best anchor inside one literal, with its score; any substring of a required literal
+    is required too. Long enough first (a short one like "vice" hits every "device"), then
+    starting with a rare character, then longer."""
+    best: tuple[tuple[int, int, int], str] | None = None
+    for start in range(len(literal) - MIN_ANCHOR + 1):
+        length = len(literal) - start
+        score = (min(length, _LONG_ENOUGH), _rarity(literal[start]), min(length, MAX_ANCHOR))
+        if best is None or score > best[0]:
+            best = (score, literal[start : start + MAX_ANCHOR])
+    return best
+
+
+def _choose(options: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """Of several alternative anchor sets (each: any match contains one of its literals),
+    the one whose weakest literal makes the best anchor."""
+    best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+    for option in options:
+        cuts = [_best_cut(literal) for literal in option]
+        if any(cut is None for cut in cuts):
+            continue
+        score = min(cut[0] for cut in cuts)  # type: ignore[index]
+        chosen = tuple(sorted({cut[1] for cut in cuts}))  # type: ignore[index]
+        if best is None or score > best[0]:
+            best = (score, chosen)
+    return None if best is None else best[1]
+
+
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | (
+    {_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set()
+)
+
+
+def _options(items) -> list[tuple[str, ...]]:
+    """Anchor sets of a parsed regex sequence: each a tuple of literals of which every match
+    contains at least one."""
+    options: list[tuple[str, ...]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            options.append(("".join(run),))
+            run.clear()
+
+    for op, av in items:
+        if op is _sre.LITERAL:
+            run.append(chr(av))
+        elif op in _REPEATS:
+            low, high, sub = av
+            if low >= 1 and len(sub) == 1 and sub[0][0] is _sre.LITERAL:
+                run.append(chr(sub[0][1]) * min(low, MAX_ANCHOR))
+                if high != low:
+                    flush()
+            else:
+                flush()
+                if low >= 1:
+                    options.extend(_options(sub))
+        else:
+            flush()
+            if op is _sre.SUBPATTERN:
+                _group, add_flags, _del_flags, sub = av
+                if not add_flags & re.IGNORECASE:
+                    options.extend(_options(sub))
+            elif op is getattr(_sre, "ATOMIC_GROUP", None):
+                options.extend(_options(av))
+            elif op is _sre.BRANCH:
+                chosen = [_choose(_options(branch)) for branch in av[1]]
+                if all(chosen):
+                    options.append(tuple(sorted({lit for branch in chosen for lit in branch})))  # type: ignore[union-attr]
+    flush()
+    return options
+
+
+def anchors(pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """Literals of which every match of ``pattern`` contains at least one (the prefilter's
+    needles). Raises ValueError for a pattern without a usable literal."""
+    if pattern.flags & re.IGNORECASE:
+        raise ValueError("case-insensitive patterns are not supported: write the verbatim case, e.g. PCI[eE]")
+    chosen = _choose(_options(_sre.parse(pattern.pattern, pattern.flags)))
+    if chosen is None:
+        raise ValueError(
+            f"pattern needs a literal of at least {MIN_ANCHOR} characters that every match contains "
+            "(signatures are verbatim strings, not keyword guesses)"
+        )
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching many patterns fast
+
+K = TypeVar("K", bound=Hashable)
+
+
+class PatternSet(Generic[K]):
+    """Which of many keyed regexes match a line, found fast in huge texts.
+
+    One search over the bytes for every pattern's anchors (a trie-shaped alternation, so the
+    regex engine only stops at characters that start an anchor) yields candidate lines; each
+    candidate line is decoded and tried against the patterns whose anchors it contains.
+    """
+
+    def __init__(self, patterns: Sequence[tuple[K, re.Pattern[str]]]):
+        self._patterns = tuple(patterns)
+        by_anchor: dict[bytes, set[int]] = {}
+        for index, (_, pattern) in enumerate(self._patterns):
+            for anchor in anchors(pattern):
+                by_anchor.setdefault(anchor.encode("utf-8"), set()).add(index)
+        self._prefilter = re.compile(_trie_regex(sorted(by_anchor)))
+        # The search reports the longest anchor at a position; shorter anchors that are its
+        # prefixes are present too.
+        self._at: dict[bytes, tuple[int, ...]] = {
+            anchor: tuple(sorted({i for other, ids in by_anchor.items() if anchor.startswith(other) for i in ids}))
+            for anchor in by_anchor
+        }
+
+    def candidate_lines(self, buf: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """(start, end) offsets of the lines in ``buf[start:end]`` containing any anchor;
+        ``end`` must be a line boundary."""
+        search = self._prefilter.search
+        pos = start
+        while True:
+            found = search(buf, pos, end)
+            if found is None:
+                return
+            line_start = buf.rfind(b"\n", start, found.start()) + 1 or start
+            line_end = buf.find(b"\n", found.end(), end)
+            if line_end == -1:
+                line_end = end
+            yield line_start, line_end
+            pos = line_end + 1
+
+    def match(self, line: str, raw: bytes | None = None) -> list[tuple[K, re.Match[str]]]:
+        """Every (key, match) for ``line``, in the order the patterns were given. ``raw`` is
+        the line's UTF-8 bytes when the caller has them already."""
+        raw = line.encode("utf-8", "replace") if raw is None else raw
+        candidates: set[int] = set()
+        search = self._prefilter.search
+        found = search(raw)
+        while found is not None:
+            candidates.update(self._at[found.group()])
+            found = search(raw, found.start() + 1)
+        hits = []
+        for index in sorted(candidates):
+            key, pattern = self._patterns[index]
+            matched = pattern.search(line)
+            if matched is not None:
+                hits.append((key, matched))
+        return hits
+
+
+def _trie_regex(words: Sequence[bytes]) -> bytes:
+    """One alternation for many literals, shaped as a trie: the regex engine tries one branch
+    per distinct first byte instead of one per literal. Longer literals win at a position."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for byte in word:
+            node = node.setdefault(byte, {})
+        node[None] = True
+
+    def emit(node: dict) -> bytes:
+        branches = [re.escape(bytes([byte])) + emit(child) for byte, child in node.items() if byte is not None]
+        if not branches:
+            return b""
+        body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+        return b"(?:" + body + b")?" if None in node else body
+
+    return emit(trie)
