@@ -64,14 +64,11 @@ _ELEMENT = {
 }
 # Outcomes whose message also names the deciding evidence line.
 _CITES_EVIDENCE = frozenset({Outcome.FAIL, Outcome.ENV_FAULT, Outcome.ERROR})
-# Attributes junit-10.xsd allows; junit-xml adds others (``disabled``) that it rejects.
-_ALLOWED_ATTRIBUTES = {
-    "testsuite": frozenset(
-        {"name", "tests", "failures", "errors", "group", "time", "skipped", "timestamp",
-         "hostname", "id", "package", "file", "log", "url"}
-    ),
-    "testcase": frozenset({"name", "time", "classname", "group"}),
-}
+# Testsuite attributes junit-10.xsd allows; junit-xml adds ``disabled``, which it rejects.
+_TESTSUITE_ATTRIBUTES = frozenset(
+    {"name", "tests", "failures", "errors", "group", "time", "skipped", "timestamp",
+     "hostname", "id", "package", "file", "log", "url"}
+)
 
 
 def synthetic_case(
@@ -202,7 +199,8 @@ def _message(verdict: Verdict, known_bug: KnownBug | None = None) -> str:
     # Never empty: junit-xml silently drops a <failure>/<error> without message or body.
     if verdict.outcome is Outcome.XFAIL and known_bug is not None:
         return known_bug.describe()
-    text = verdict.message or _result_type(verdict)
+    # Cleaned first: a message of only control characters is empty once written.
+    text = _ILLEGAL_XML.sub("", verdict.message) or _result_type(verdict)
     if verdict.outcome in _CITES_EVIDENCE and verdict.evidence:
         text += f"; {_evidence_line(verdict.evidence[0])}"
     return text
@@ -226,7 +224,7 @@ def _suite_element(suite: SuiteResult, scrub: _Scrubber) -> tuple[ET.Element, fl
         properties=dict(properties),
     )
     element = junit_suite.build_xml_doc()
-    for attribute in set(element.attrib) - _ALLOWED_ATTRIBUTES["testsuite"]:
+    for attribute in set(element.attrib) - _TESTSUITE_ATTRIBUTES:
         del element.attrib[attribute]
 
     counts = {"failure": 0, "error": 0, "skipped": 0}
@@ -267,8 +265,6 @@ def _junit_case(case: CaseResult, job: str, scrub: _Scrubber) -> junit_xml.TestC
 
 def _complete_case(element: ET.Element, case: CaseResult, scrub: _Scrubber) -> None:
     """What junit-xml cannot say: result types, a valid time, the failed attempts of a flake."""
-    for attribute in set(element.attrib) - _ALLOWED_ATTRIBUTES["testcase"]:
-        del element.attrib[attribute]
     element.set("time", _time(case.duration))
     tag = _ELEMENT.get(case.outcome)
     if tag is not None:
