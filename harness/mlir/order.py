@@ -17,11 +17,24 @@ from typing import Sequence
 from harness.mlir.reader import IndexedOp, ModuleOps
 
 
+NO_INDEX_HINT = "no op carries an index location: did the pipeline run without --mlir-print-debuginfo?"
+
+
 @dataclass(frozen=True)
 class Violation:
     op: IndexedOp
     previous: IndexedOp  # the indexed op just before it in the same block
     function: str | None
+
+    @property
+    def where(self) -> str:
+        return f" in @{self.function}" if self.function else ""
+
+    def describe(self) -> str:
+        return (
+            f'op "{self.op.op}" (index {self.op.index}) comes after "{self.previous.op}" '
+            f"(index {self.previous.index}, line {self.previous.line}){self.where}"
+        )
 
     def to_json(self) -> dict:
         return {
