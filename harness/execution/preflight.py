@@ -34,7 +34,7 @@ from harness.core.hostfacts import (
 from harness.core.inventory import Host
 from harness.core.outcomes import EnvCategory
 from harness.core.profiles import Board, default_boards, default_profiles
-from harness.execution.transport.base import Transport, TransportError
+from harness.execution.transport import Transport, TransportError
 
 # Positional arguments: $1 ROOT, $2 NONCE, $3 heartbeat delay (s), $4 tt-smi command ("" : do
 # not run it), $5 tt-smi timeout (s), $6 Docker endpoint ("" : the host's default), $7 docker
