@@ -96,7 +96,7 @@ class _Marker(enum.Enum):
         r"active exception)|\*\*\* Process received signal \*\*\*|Fatal Python error: |Bus error"
     )
     EXCEPTION = r"^Traceback \(most recent call last\):|TT_(?:FATAL|THROW) @ "
-    ASSERTION = r"^(?:E {3,})?AssertionError\b|PCC [Cc]heck failed"
+    ASSERTION = r"^(?:E {3,})?AssertionError\b|^[^>].*PCC [Cc]heck failed"  # not pytest's echo of the source
     PY_SECTION = r"^=+ (?P<title>FAILURES|ERRORS|PASSES|short test summary info|warnings summary|test session starts) =+$"
     PY_HEADER = r"^_{4,} (?P<title>.*\S) _{4,}$"
     PY_E_LINE = r"^E {3,}\S"
