@@ -727,8 +727,10 @@ TIMEOUT_EXIT = 124  # what timeout(1) exits with when it stopped the command
 def _tt_smi_check(facts: HostFacts, slot_boards: Sequence[Board]) -> PreflightCheck:
     name = "tt-smi"
     smi = facts.tt_smi
+    if not slot_boards:
+        return skip(name, "no boards declared for this host")
     if smi.state == "skipped":
-        return skip(name, "not run" if slot_boards else "no boards declared for this host")
+        return skip(name, "not asked for")
     if smi.state == "absent":
         return skip(name, "tt-smi is not installed on the host")
     text = f"{smi.output}\n{smi.stderr}"
