@@ -8,6 +8,7 @@ the kernel and tt-system-tools lay them out on a real host (ROOT argument of the
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import threading
 from contextlib import contextmanager
@@ -199,6 +200,12 @@ def test_this_machine_has_no_driver_and_no_card_but_a_working_docker():
     assert the(report, "device-nodes").category is EnvCategory.DEVICE_MISSING
     assert the(report, "docker").status is CheckStatus.OK
     assert the(report, "disk").status is CheckStatus.OK
+    smi = the(report, "tt-smi")
+    if shutil.which("tt-smi"):
+        # The real tt-smi (PyPI tt-smi) on a machine without tt-kmd: "No Tenstorrent driver detected!"
+        assert (smi.category, smi.reason[:23]) == (EnvCategory.DRIVER_MISSING, "tt-smi finds no tt-kmd:")
+    else:
+        assert (smi.status, smi.reason) == (CheckStatus.SKIP, "tt-smi is not installed on the host")
     verdict = report.verdict()
     assert verdict.outcome is Outcome.ENV_FAULT and verdict.category is EnvCategory.DRIVER_MISSING
     assert report.facts is not None and report.facts.root == "/"
@@ -386,7 +393,10 @@ def test_tt_smi_not_installed_is_skipped(tmp_path):
 def test_unreachable_docker_engine(tmp_path):
     tree = build_host(tmp_path, {0: Card(heartbeat=None)})
     report = check(tree, host(("n150", (0,)), docker=f"unix://{tmp_path}/no-such.sock"))
-    assert the(report, "docker").category is EnvCategory.DOCKER
+    docker = the(report, "docker")
+    assert docker.category is EnvCategory.DOCKER
+    # The engine's own words, from its stderr: the section opened just before it ran.
+    assert docker.reason.startswith(f"the Docker engine is not reachable: Cannot connect to the Docker daemon at unix://{tmp_path}/no-such.sock")
     assert the(report, "disk").status is CheckStatus.SKIP
 
 

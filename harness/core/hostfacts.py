@@ -17,7 +17,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from harness.core.configs import config_path
 from harness.core.errors import InputError
@@ -559,7 +559,11 @@ _Judged = tuple[CheckStatus, str, EnvCategory | None]
 
 
 def _per_device(
-    name: str, facts: HostFacts, declared: Mapping[int, Board], judge, own_sysfs: bool = False
+    name: str,
+    facts: HostFacts,
+    declared: Mapping[int, Board],
+    judge: Callable[[DeviceFacts, Board], _Judged],
+    own_sysfs: bool = False,
 ) -> PreflightCheck:
     """Judge each declared card; the check is the worst of them, naming the cards that made it.
 
