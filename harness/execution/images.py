@@ -341,7 +341,7 @@ def _find_image(client: docker.DockerClient, ref: str):
     except docker.errors.ImageNotFound:
         return None
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise _unreachable(exc) from None
+        raise _engine_error(exc, f"looking up {ref}") from None
 
 
 def _build(client: docker.DockerClient, rendering: Rendering, on_progress: ProgressCallback) -> str:
@@ -361,7 +361,7 @@ def _build(client: docker.DockerClient, rendering: Rendering, on_progress: Progr
                 labels=dict(rendering.labels),
                 rm=True,
                 forcerm=True,  # no intermediate containers left behind by a failed step
-                pull=False,  # bases are local (tt-harness/*) or pulled beforehand: never implicitly
+                pull=False,  # a base that is here is used as is (a missing one is still pulled)
                 decode=True,
             )
             for message in stream:
@@ -372,7 +372,7 @@ def _build(client: docker.DockerClient, rendering: Rendering, on_progress: Progr
                 if "error" in message:
                     error = (message.get("errorDetail") or {}).get("message") or message["error"]
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise _unreachable(exc) from None
+            raise _engine_error(exc, f"building {rendering.tag}") from None
     lines.finish()
     if error is not None:
         raise _build_error(rendering, error, lines.step_tail())
@@ -383,6 +383,10 @@ def _build(client: docker.DockerClient, rendering: Rendering, on_progress: Progr
             raise ImageError(EnvCategory.IMAGE, f"the build reported success but {rendering.tag} does not exist")
         image_id = image.id
     return image_id
+
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BUILDER_CHATTER = re.compile(r"^( ---> |Removing intermediate container )")
 
 
 class _StepLog:
@@ -406,11 +410,12 @@ class _StepLog:
             self._partial = ""
 
     def _emit(self, line: str) -> None:
-        line = line.rstrip("\r")
+        # The classic builder colours a step's stderr with ANSI escapes: plain text for logs.
+        line = _ANSI_ESCAPE.sub("", line).rstrip("\r")
         if re.match(r"^Step \d+/\d+ : ", line):
             self._step.clear()
             self._step_title = line
-        elif line.strip() and not line.startswith(" ---> "):  # builder chatter, not step output
+        elif line.strip() and not _BUILDER_CHATTER.match(line):
             self._step.append(line)
         self._on_line(line)
 
@@ -424,14 +429,21 @@ def _build_error(rendering: Rendering, error: str, tail: tuple[str, ...]) -> Ima
         return ImageError(EnvCategory.DISK, f"{what}: the Docker host is out of disk space: {error}", log_tail=tail)
     if "returned a non-zero code" in error:
         return ImageError(EnvCategory.IMAGE, f"{what} failed: {error}", step_failed=True, log_tail=tail)
-    if re.search(r"pull access denied|manifest unknown|not found|repository does not exist", error, re.I):
+    if " : FROM " in (tail[0] if tail else ""):
         hint = (
             f" (build it with {BASE_IMAGES_SCRIPT})"
             if dict(rendering.build_args)["BASE"].startswith(f"{IMAGE_REPOSITORY}/")
-            else " (images are never pulled implicitly: pull or build the base first)"
+            else " (the engine could not pull it: make its registry reachable or load it by hand)"
         )
         return ImageError(EnvCategory.IMAGE, f"{what}: base image not available: {error}{hint}", log_tail=tail)
     return ImageError(EnvCategory.IMAGE, f"{what} failed: {error}", log_tail=tail)
+
+
+def _engine_error(exc: Exception, what: str) -> ImageError:
+    """An error from the local engine: it answered with an error, or it cannot be reached."""
+    if isinstance(exc, docker.errors.APIError):
+        return ImageError(EnvCategory.IMAGE, f"{what}: the Docker engine refused: {exc.explanation or exc}")
+    return _unreachable(exc)
 
 
 def _unreachable(exc: Exception) -> ImageError:
@@ -465,8 +477,9 @@ class Delivery(str, enum.Enum):
 @dataclass(frozen=True)
 class DistributionResult:
     host: str
-    tag: str
+    tag: str  # the tag the image has on the host
     image_id: str
+    digest: str  # the registry digest (name@sha256:...) when pulled, else the image ID
     delivery: Delivery
 
 
@@ -490,13 +503,13 @@ def distribute(
     host = getattr(transport, "name", "host")
     docker_cmd = tuple(docker_argv)
     if _remote_image_id(transport, docker_cmd, built.tag) == built.image_id:
-        return DistributionResult(host, built.tag, built.image_id, Delivery.SKIPPED)
+        return DistributionResult(host, built.tag, built.image_id, built.digest, Delivery.SKIPPED)
     client = client or docker_client()
     if registry is None:
         _save_load(built, transport, docker_cmd, client, progress)
-        delivery = Delivery.LOADED
+        delivery, digest = Delivery.LOADED, built.digest
     else:
-        remote_ref = _push(built, registry, client, progress)
+        remote_ref, digest = _push(built, registry, client, progress)
         _pull(remote_ref, built, registry, transport, docker_cmd, progress)
         delivery = Delivery.PULLED
     found = _remote_image_id(transport, docker_cmd, built.tag)
@@ -505,7 +518,7 @@ def distribute(
             EnvCategory.IMAGE,
             f"after {delivery} on {host}, {built.tag} is {found or 'missing'}, not {built.image_id}",
         )
-    return DistributionResult(host, built.tag, built.image_id, delivery)
+    return DistributionResult(host, built.tag, built.image_id, digest, delivery)
 
 
 def _remote_image_id(transport, docker_cmd: tuple[str, ...], ref: str) -> str | None:
@@ -522,31 +535,39 @@ def _remote_image_id(transport, docker_cmd: tuple[str, ...], ref: str) -> str | 
 
 
 def _save_load(built: BuiltImage, transport, docker_cmd, client, progress: ProgressCallback) -> None:
+    if _find_image(client, built.image_id) is None:
+        raise ImageError(EnvCategory.IMAGE, f"{built.tag} ({built.image_id}) is not in the local engine")
     try:
         # Saved by ID (no local tag needed), tagged on the host after loading.
         chunks = client.api.get_image(built.image_id)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise _unreachable(exc) from None
+        raise _engine_error(exc, f"docker save {built.image_id}") from None
     result = transport.run(
-        [*docker_cmd, "load"], stdin=_checked_stream(chunks), timeout=_LOAD_TIMEOUT, on_stdout=progress, on_stderr=progress
+        [*docker_cmd, "load"],
+        stdin=_checked_stream(chunks, f"docker save {built.image_id}"),
+        timeout=_LOAD_TIMEOUT,
+        on_stdout=progress,
+        on_stderr=progress,
     )
     if not result.ok:
         raise _remote_docker_error(transport, "docker load", result)
     _remote_ok(transport, "docker tag", [*docker_cmd, "tag", built.image_id, built.tag], progress)
 
 
-def _checked_stream(chunks) -> Iterator[bytes]:
+def _checked_stream(chunks, what: str) -> Iterator[bytes]:
     # A local engine that breaks mid-save must fail the load, not end it early and quietly.
     try:
         yield from chunks
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise _unreachable(exc) from None
+        raise _engine_error(exc, what) from None
 
 
-def _push(built: BuiltImage, registry: Registry, client, progress: ProgressCallback) -> str:
+def _push(built: BuiltImage, registry: Registry, client, progress: ProgressCallback) -> tuple[str, str]:
+    """Push to the registry; return the reference pushed and its ``name@sha256:...`` digest."""
     name, _, tag = built.tag.rpartition(":")
     repository = f"{_registry_prefix(registry)}/{name}"
     auth = _auth_config(registry)
+    digest = None
     try:
         client.api.tag(built.image_id, repository, tag)
         stream = client.api.push(repository, tag, auth_config=auth, stream=True, decode=True)
@@ -556,9 +577,13 @@ def _push(built: BuiltImage, registry: Registry, client, progress: ProgressCallb
                 raise ImageError(EnvCategory.IMAGE, f"pushing {repository}:{tag} failed: {detail}")
             if message.get("status") and not message.get("progressDetail"):  # skip byte counters
                 progress(f"{message.get('id', '')} {message['status']}".strip())
+            if isinstance(message.get("aux"), dict) and message["aux"].get("Digest"):
+                digest = message["aux"]["Digest"]
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise _unreachable(exc) from None
-    return f"{repository}:{tag}"
+        raise _engine_error(exc, f"pushing {repository}:{tag}") from None
+    if digest is None:
+        raise ImageError(EnvCategory.IMAGE, f"pushing {repository}:{tag} reported no digest")
+    return f"{repository}:{tag}", f"{repository}@{digest}"
 
 
 def _pull(remote_ref: str, built: BuiltImage, registry: Registry, transport, docker_cmd, progress) -> None:
