@@ -97,7 +97,7 @@ class _Marker(enum.Enum):
     )
     EXCEPTION = r"^Traceback \(most recent call last\):|TT_(?:FATAL|THROW) @ "
     ASSERTION = r"^(?:E {3,})?AssertionError\b|^[^>].*PCC [Cc]heck failed"  # not pytest's echo of the source
-    PY_SECTION = r"^=+ (?P<title>FAILURES|ERRORS|PASSES|short test summary info|warnings summary|test session starts) =+$"
+    PY_SECTION = r"^=+ (?P<title>FAILURES|ERRORS|PASSES) =+$"
     PY_HEADER = r"^_{4,} (?P<title>.*\S) _{4,}$"
     PY_E_LINE = r"^E {3,}\S"
     PY_RESULT = r"^(?P<name>\S+::\S+) (?P<result>PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b"
@@ -297,6 +297,8 @@ class _LogJudge:
             else:
                 self.success = self.success or evidence
         elif (m := markers.get(_Marker.PY_SHORT) or markers.get(_Marker.PY_RESULT)) is not None:
+            if m is markers.get(_Marker.PY_SHORT):
+                self._close(None)  # the short summary follows the last failure's details
             if m.group("result") in ("FAILED", "ERROR"):
                 self._summary(evidence, hit)
 

@@ -9,10 +9,11 @@ verbatim string itself; the loader checks that the pattern matches it).
 
 Matching many regexes against multi-GB logs is done by :class:`PatternSet`: every pattern
 must contain a literal of at least :data:`MIN_ANCHOR` characters that any match includes
-(an *anchor*, found automatically from the parsed regex). One combined search for the
-anchors finds the few candidate lines; only those are decoded and run through the full
-regexes. A pattern without such a literal is refused: signatures are specific verbatim
-strings, not keyword guesses.
+(an *anchor*, found automatically from the parsed regex). A fast search for the anchors finds
+the few candidate lines; only those are decoded and run through the full regexes. A pattern
+without such a literal is refused: signatures are specific verbatim strings, not keyword
+guesses. For speed, write patterns whose verbatim text has a capital letter, a bracket or a
+quote in it (see :func:`_rare`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
 MIN_ANCHOR = 4  # shorter literals would make nearly every line a candidate
-MAX_ANCHOR = 24  # longer anchors cost comparisons without filtering better
-_LONG_ENOUGH = 6  # from this length on, a rarer first character beats more length
+MAX_ANCHOR = 24  # longer anchors in the one combined search cost comparisons, filter no better
+MAX_FIND = 64  # an anchor searched on its own: the longer, the faster bytes.find skips
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -172,37 +173,35 @@ def _entry(node: Node) -> Signature:
 # ---------------------------------------------------------------------------------------------
 # Anchors: literals that every match of a regex contains
 
-_LETTERS_BY_FREQUENCY = "etaoinsrhldcumfpgwybvkxjqz"  # English text, most common first
-_COMMON_IN_LOGS = frozenset(" \t.,:;/-_=()|0123456789")
+_COMMON = frozenset("abcdefghijklmnopqrstuvwxyz0123456789 \t.,:;/-()|_=")
+# Capitals most frequent in tt-logger lines (Device, Metal, UMD, ...) first: the engine tries a
+# trie's top-level branches in order at every stop, so frequent stops should exit early.
+_FREQUENT_FIRST = b"DMULPRTNOABEICSF"
 
 
-def _rarity(char: str) -> int:
-    """How rarely a line has ``char`` (higher is rarer). The anchor search only stops at
-    characters that start an anchor, so anchors starting with rare ones keep it fast."""
-    if char in _COMMON_IN_LOGS:
-        return 0
-    if "a" <= char <= "z":
-        return 4 + _LETTERS_BY_FREQUENCY.index(char)
-    return 4 + len(_LETTERS_BY_FREQUENCY)  # capitals, brackets, quotes, non-ASCII
+def _rare(char: str) -> bool:
+    """Whether log lines seldom contain ``char`` (capitals, brackets, quotes, non-ASCII). The regex engine stops at every character that starts an anchor, so anchors
+    starting with a rare one are searched together in one pass; any other anchor costs a
+    separate ``bytes.find`` pass over the log."""
+    return char not in _COMMON
 
 
-def _best_cut(literal: str) -> tuple[tuple[int, int, int], str] | None:
-    """The best anchor inside one literal, with its score; any substring of a required literal
-    is required too. Long enough first (a short one like "vice" hits every "device"), then
-    starting with a rare character, then longer."""
-    best: tuple[tuple[int, int, int], str] | None = None
+def _best_cut(literal: str) -> tuple[tuple[bool, int], str] | None:
+    """The best anchor inside one literal, with its score (any substring of a required literal
+    is required too): starting with a rare character first, then longer."""
+    best: tuple[tuple[bool, int], str] | None = None
     for start in range(len(literal) - MIN_ANCHOR + 1):
-        length = len(literal) - start
-        score = (min(length, _LONG_ENOUGH), _rarity(literal[start]), min(length, MAX_ANCHOR))
-        if best is None or score > best[0]:
-            best = (score, literal[start : start + MAX_ANCHOR])
+        rare = _rare(literal[start])
+        cut = literal[start : start + (MAX_ANCHOR if rare else MAX_FIND)]
+        if best is None or (rare, len(cut)) > best[0]:
+            best = ((rare, len(cut)), cut)
     return best
 
 
 def _choose(options: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     """Of several alternative anchor sets (each: any match contains one of its literals),
     the one whose weakest literal makes the best anchor."""
-    best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+    best: tuple[tuple[bool, int], tuple[str, ...]] | None = None
     for option in options:
         cuts = [_best_cut(literal) for literal in option]
         if any(cut is None for cut in cuts):
@@ -282,9 +281,9 @@ K = TypeVar("K", bound=Hashable)
 class PatternSet(Generic[K]):
     """Which of many keyed regexes match a line, found fast in huge texts.
 
-    One search over the bytes for every pattern's anchors (a trie-shaped alternation, so the
-    regex engine only stops at characters that start an anchor) yields candidate lines; each
-    candidate line is decoded and tried against the patterns whose anchors it contains.
+    Anchors starting with a rare character are found by one search (a trie-shaped alternation,
+    so the regex engine only stops at those characters); each other anchor by ``bytes.find``.
+    Each candidate line is decoded and tried against the patterns whose anchors it contains.
     """
 
     def __init__(self, patterns: Sequence[tuple[K, re.Pattern[str]]]):
@@ -293,7 +292,9 @@ class PatternSet(Generic[K]):
         for index, (_, pattern) in enumerate(self._patterns):
             for anchor in anchors(pattern):
                 by_anchor.setdefault(anchor.encode("utf-8"), set()).add(index)
-        self._prefilter = re.compile(_trie_regex(sorted(by_anchor)))
+        self._prefilter = re.compile(_trie_regex(sorted(by_anchor)))  # every anchor: for single lines
+        self._rare = re.compile(_trie_regex(sorted(a for a in by_anchor if _rare(chr(a[0])))))
+        self._common = tuple(sorted(a for a in by_anchor if not _rare(chr(a[0]))))
         # The search reports the longest anchor at a position; shorter anchors that are its
         # prefixes are present too.
         self._at: dict[bytes, tuple[int, ...]] = {
@@ -301,21 +302,23 @@ class PatternSet(Generic[K]):
             for anchor in by_anchor
         }
 
-    def candidate_lines(self, buf: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
-        """(start, end) offsets of the lines in ``buf[start:end]`` containing any anchor;
-        ``end`` must be a line boundary."""
-        search = self._prefilter.search
+    def candidate_lines(self, buf: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        """(start, end) offsets of the lines in ``buf[start:end]`` containing any anchor, in
+        order; ``end`` must be a line boundary."""
+        lines = set()
+        search = self._rare.search
         pos = start
-        while True:
-            found = search(buf, pos, end)
-            if found is None:
-                return
-            line_start = buf.rfind(b"\n", start, found.start()) + 1 or start
-            line_end = buf.find(b"\n", found.end(), end)
-            if line_end == -1:
-                line_end = end
-            yield line_start, line_end
-            pos = line_end + 1
+        while (found := search(buf, pos, end)) is not None:
+            line = _line_at(buf, found.start(), start, end)
+            lines.add(line)
+            pos = line[1] + 1
+        for needle in self._common:
+            pos = buf.find(needle, start, end)
+            while pos != -1:
+                line = _line_at(buf, pos, start, end)
+                lines.add(line)
+                pos = buf.find(needle, line[1] + 1, end)
+        return sorted(lines)
 
     def match(self, line: str, raw: bytes | None = None) -> list[tuple[K, re.Match[str]]]:
         """Every (key, match) for ``line``, in the order the patterns were given. ``raw`` is
@@ -336,9 +339,21 @@ class PatternSet(Generic[K]):
         return hits
 
 
+def _stop_order(byte: int) -> tuple[int, int]:
+    rank = _FREQUENT_FIRST.find(bytes([byte]))
+    return (rank if rank != -1 else len(_FREQUENT_FIRST), byte)
+
+
+def _line_at(buf: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
+    line_end = buf.find(b"\n", pos, end)
+    return (buf.rfind(b"\n", start, pos) + 1 or start, end if line_end == -1 else line_end)
+
+
 def _trie_regex(words: Sequence[bytes]) -> bytes:
     """One alternation for many literals, shaped as a trie: the regex engine tries one branch
     per distinct first byte instead of one per literal. Longer literals win at a position."""
+    if not words:
+        return b"(?!)"  # matches nothing
     trie: dict = {}
     for word in words:
         node = trie
@@ -347,7 +362,8 @@ def _trie_regex(words: Sequence[bytes]) -> bytes:
         node[None] = True
 
     def emit(node: dict) -> bytes:
-        branches = [re.escape(bytes([byte])) + emit(child) for byte, child in node.items() if byte is not None]
+        children = sorted((byte for byte in node if byte is not None), key=_stop_order)
+        branches = [re.escape(bytes([byte])) + emit(node[byte]) for byte in children]
         if not branches:
             return b""
         body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
