@@ -261,7 +261,7 @@ def test_a_region_op_owns_its_closing_location_and_its_regions_are_blocks_of_the
   } loc("6|func")
 } loc(unknown)"""
     module = read(text)
-    assert [[(line, index) for line, _, index, _ in [(o.line, o.op, o.index, None) for o in module.indexed_ops(b)]] for b in module.blocks] == [
+    assert [[(op.line, op.index) for op in module.indexed_ops(block)] for block in module.blocks] == [
         [(2, 6)],  # the func, in the module's block, at the line it starts
         [(3, 1), (4, 3), (13, 4), (14, 5)],  # the scf.if sits at line 4 with `}) ... loc("3|if")`
         [(5, 9), (6, 2)],  # its first region: 9 then 2 is out of order

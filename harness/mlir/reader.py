@@ -153,7 +153,11 @@ def iter_lines(path: str) -> Iterator[str]:
 def read_module(path: str, fused: FusedPolicy = FusedPolicy.MIN) -> ModuleOps:
     """Read one MLIR file; raises InputError (with ``path:line:col``) when it can't."""
     reader = ModuleReader(path, fused)
-    reader.feed(iter_lines(path))
+    lines = iter_lines(path)
+    try:
+        reader.feed(lines)
+    finally:
+        lines.close()  # the reader may stop early, at the file metadata
     return reader.finish()
 
 
