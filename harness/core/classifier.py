@@ -51,7 +51,8 @@ How a log is read:
 Logs are read in one streaming pass in constant memory: a combined search for the catalog's
 anchors (see :class:`~harness.core.signatures.PatternSet`) finds candidate lines, only those
 are decoded and matched, and only a bounded number of evidence lines is kept. Line numbers
-are exact; a line longer than 1 MiB is matched in 1 MiB pieces.
+are exact; a line longer than 1 MiB is matched in overlapping 1 MiB pieces (a match longer
+than the 256 KiB overlap could be missed, one inside it may be reported twice).
 """
 
 from __future__ import annotations
@@ -384,7 +385,10 @@ def _judge_chunks(chunks: Iterable[bytes], catalog: Catalog | None) -> Verdict:
             if len(buf) < _MAX_LINE:
                 carry = buf
                 continue
-            cut = len(buf)
+            # an overlong line: match this piece, and again its tail with the next piece
+            line_number = _feed(buf, len(buf), line_number, judge, patterns)
+            carry = buf[-(_MAX_LINE // 4) :]
+            continue
         line_number = _feed(buf, cut, line_number, judge, patterns)
         carry = buf[cut:]
     if carry:
