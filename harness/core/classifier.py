@@ -99,7 +99,7 @@ class _Marker(enum.Enum):
     EXCEPTION = r"^Traceback \(most recent call last\):|TT_(?:FATAL|THROW) @ "
     ASSERTION = r"^(?:E {3,})?AssertionError\b|^[^>].*PCC [Cc]heck failed"  # not pytest's echo of the source
     PY_SECTION = r"^=+ (?P<title>FAILURES|ERRORS|PASSES) =+$"
-    PY_HEADER = r"^_{4,} (?P<title>.*\S) _{4,}$"
+    PY_HEADER = r"^_+ (?P<title>.*\S) _{8,}$"  # 8: a long needle keeps the search fast
     PY_E_LINE = r"^E {3,}\S"
     PY_RESULT = r"^(?P<name>\S+::\S+) (?P<result>PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b"
     PY_SHORT = r"^(?P<result>FAILED|ERROR) (?P<name>\S+)(?: - (?P<msg>.*))?$"
