@@ -33,6 +33,14 @@ RUN if [ -n "$TT_MLIR_GIT" ]; then \
     fi
 WORKDIR /opt/tt-mlir
 
+# Say what the base lacks up front, instead of failing deep inside an LLVM build.
+RUN missing=""; \
+    for tool in cmake ninja clang clang++; do command -v "$tool" >/dev/null || missing="$missing $tool"; done; \
+    if [ -n "$missing" ]; then \
+        echo "tt-mlir needs$missing in the base image: use tt-mlir's CI base image or add them to image.packages" >&2; \
+        exit 1; \
+    fi
+
 # The LLVM/MLIR toolchain takes hours to build: reuse one the base already has (tt-mlir's CI
 # images ship it in TTMLIR_TOOLCHAIN_DIR), build it only when missing, and drop its build tree.
 RUN if [ ! -d "$TTMLIR_TOOLCHAIN_DIR/bin" ]; then \

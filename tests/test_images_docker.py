@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import tarfile
 import uuid
 from pathlib import Path
 
@@ -232,3 +233,79 @@ def test_an_image_missing_locally_is_an_image_fault(remote_engine):
         images.distribute(missing, transport, docker_argv=("docker", "--host", remote_engine.url))
     assert info.value.category is EnvCategory.IMAGE
     assert "not in the local engine" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# tt-mlir: the template's flow, on a base whose build tools are stand-ins
+
+STUB_CMAKE = """#!/bin/bash
+# Stands in for cmake in a fake tt-mlir base image: does what the template's steps expect.
+set -eu
+case "$1" in
+  -B) mkdir -p "$2" ;;  # cmake -B env/build env: configure the toolchain
+  -G)  # cmake -G Ninja -B build ...: configure tt-mlir, only inside env/activate
+    [ "${TTMLIR_ENV_ACTIVATED:-}" = 1 ] || { echo "env/activate was not sourced" >&2; exit 1; }
+    mkdir -p "$4"; echo "${*:5}" > "$4/configure-args" ;;
+  --build)
+    if [ "$2" = env/build ]; then
+      mkdir -p "$TTMLIR_TOOLCHAIN_DIR/bin"
+    else
+      mkdir -p "$2/bin"
+      printf '#!/bin/sh\\necho "ttmlir-opt (fake) configured with: %s"\\n' "$(cat "$2/configure-args")" > "$2/bin/ttmlir-opt"
+      chmod +x "$2/bin/ttmlir-opt"
+    fi ;;
+esac
+"""
+
+
+@pytest.fixture
+def stub_mlir_base(debian_image, docker_engine, cleanup_images):
+    tag = f"tt-harness/stub-mlir-base:{uuid.uuid4().hex[:12]}"
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        files = {
+            "Dockerfile": f"FROM {debian_image}\nCOPY cmake ninja clang clang++ /usr/local/bin/\n",
+            "cmake": STUB_CMAKE, "ninja": "#!/bin/sh\n", "clang": "#!/bin/sh\n", "clang++": "#!/bin/sh\n",
+        }
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(text.encode()), 0o755
+            tar.addfile(info, io.BytesIO(text.encode()))
+    context.seek(0)
+    docker_engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
+    cleanup_images.append(tag)
+    return tag
+
+
+def fake_mlir_checkout(root: Path) -> None:
+    (root / "env").mkdir(parents=True)
+    (root / "env" / "activate").write_text("export TTMLIR_ENV_ACTIVATED=1\n")
+    (root / "env" / "CMakeLists.txt").write_text("# toolchain\n")
+    (root / "CMakeLists.txt").write_text(f"# tt-mlir {uuid.uuid4().hex}\n")
+
+
+def test_tt_mlir_image_puts_ttmlir_opt_on_path(tmp_path, stub_mlir_base, docker_engine, cleanup_images):
+    fake_mlir_checkout(tmp_path / "tt-mlir")
+    spec = write_job(
+        tmp_path,
+        f"{{project: tt-mlir, base: '{stub_mlir_base}', path: tt-mlir, build_type: Debug, build_flags: [-DTTMLIR_ENABLE_RUNTIME=OFF]}}",
+    )
+    job = load_job(spec)
+    cleanup_images.append(images.image_tag(job))
+    lines: list[str] = []
+    built = images.ensure_image(job, lines.append)
+    expected = "ttmlir-opt (fake) configured with: -DCMAKE_BUILD_TYPE=Debug -DTTMLIR_ENABLE_RUNTIME=OFF"
+    assert expected in lines  # the template's own smoke test ran it
+    check = "ttmlir-opt --version && test -d /opt/ttmlir-toolchain/bin && test ! -e env/build && pwd"
+    output = docker_engine.containers.run(built.tag, ["bash", "-c", check], remove=True, network_mode="none")
+    assert output.decode().splitlines() == [expected, job.image.home]
+
+
+def test_tt_mlir_on_a_base_without_build_tools_says_what_is_missing(tmp_path, debian_image, cleanup_images):
+    fake_mlir_checkout(tmp_path / "tt-mlir")
+    job = load_job(write_job(tmp_path, f"{{project: tt-mlir, base: '{debian_image}', path: tt-mlir}}"))
+    cleanup_images.append(images.image_tag(job))
+    with pytest.raises(images.ImageError) as info:
+        images.ensure_image(job)
+    assert info.value.step_failed
+    assert "tt-mlir needs cmake ninja clang clang++ in the base image" in " ".join(info.value.log_tail)
