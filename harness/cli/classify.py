@@ -17,7 +17,7 @@ import typer
 
 from harness.cli.app import app
 from harness.core.classifier import classify_stream
-from harness.core.ingest import MAX_REPORT_BYTES, IngestError, looks_like_junit, parse_junit, report_verdict
+from harness.core.ingest import IngestError, looks_like_junit, read_junit, report_verdict
 from harness.core.outcomes import (
     EXIT_ENV_FAULT,
     EXIT_FAILURE,
@@ -56,12 +56,11 @@ def _judge(path: Path) -> tuple[Verdict, tuple[CaseResult, ...] | None]:
     on stderr and becomes an ``error`` verdict (category ``artifact``)."""
     try:
         with open(path, "rb") as stream:
-            head = stream.read(_HEAD)
-            if looks_like_junit(head):
-                cases = parse_junit(head + stream.read(MAX_REPORT_BYTES + 1 - len(head)), str(path))
-                return report_verdict(cases), cases
-            stream.seek(0)
-            return classify_stream(stream), None
+            if not looks_like_junit(stream.read(_HEAD)):
+                stream.seek(0)
+                return classify_stream(stream), None
+        cases = read_junit(path)  # checks the size before reading
+        return report_verdict(cases), cases
     except IngestError as exc:
         reason = exc.reason
     except OSError as exc:

@@ -98,13 +98,10 @@ def _catalog_patterns(catalog: Catalog) -> "PatternSet[Signature]":
 # Loading
 
 
-def default_catalog() -> Catalog:
-    """The catalog shipped with the harness, at ``configs/signatures.yaml`` in the repo root."""
-    return _load_default()
-
-
 @functools.lru_cache(maxsize=1)
-def _load_default() -> Catalog:
+def default_catalog() -> Catalog:
+    """The catalog shipped with the harness, at ``configs/signatures.yaml`` in the repo root
+    (the package is installed editable, so the repo is two levels above this package)."""
     return load_catalog(Path(__file__).resolve().parents[2] / "configs" / "signatures.yaml")
 
 
