@@ -297,11 +297,11 @@ class _LogJudge:
                 self._summary(evidence, hit)
             else:
                 self.success = self.success or evidence
-        elif (m := markers.get(_Marker.PY_SHORT) or markers.get(_Marker.PY_RESULT)) is not None:
-            if m is markers.get(_Marker.PY_SHORT):
-                self._close(None)  # the short summary follows the last failure's details
-            if m.group("result") in ("FAILED", "ERROR"):
-                self._summary(evidence, hit)
+        elif markers.get(_Marker.PY_SHORT) is not None:
+            self._close(None)  # the short summary follows the last failure's details
+            self._summary(evidence, hit)
+        elif (m := markers.get(_Marker.PY_RESULT)) is not None and m.group("result") in ("FAILED", "ERROR"):
+            self._summary(evidence, hit)
 
     def _is_current(self, name: str) -> bool:
         return self.test is not None and self.test_is_gtest and self.test.name == name.rstrip(",")
