@@ -105,8 +105,12 @@ class SshServer:
         self.process.wait()
 
 
-def start_sshd(workdir: Path, *, name: str = "sshd", extra_config: str = "") -> SshServer:
-    """Start sshd in ``workdir`` and wait until it answers with an SSH banner."""
+def start_sshd(workdir: Path, *, name: str = "sshd", extra_config: str = "", port: int | None = None) -> SshServer:
+    """Start sshd in ``workdir`` and wait until it answers with an SSH banner.
+
+    Every server gets a new host key; ``port`` reuses a port (a host that came back with a
+    new key), otherwise a free one is picked.
+    """
     if not os.path.exists(SSHD):
         pytest.fail(f"{SSHD} is not installed: install openssh-server (apt-get install -y openssh-server)", pytrace=False)
     try:
@@ -123,24 +127,24 @@ def start_sshd(workdir: Path, *, name: str = "sshd", extra_config: str = "") -> 
     authorized_keys.write_text(f"{client.get_name()} {client.get_base64()} tt-harness-test\n")
     log_path = workdir / "sshd.log"
     failures = []
-    for _ in range(3):  # a free port may be taken between finding it and sshd binding it
-        port = _free_port()
+    for _ in range(1 if port is not None else 3):  # a free port may be taken before sshd binds it
+        listen_port = port if port is not None else _free_port()
         config = workdir / "sshd_config"
         # sshd takes the first value of a keyword: the extra settings go first to win.
-        config.write_text(extra_config + "\n" + _config(workdir, port, host_key_path, authorized_keys))
+        config.write_text(extra_config + "\n" + _config(workdir, listen_port, host_key_path, authorized_keys))
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
-        problem = _wait_until_serving(process, port)
+        problem = _wait_until_serving(process, listen_port)
         if problem is None:
             known_hosts = workdir / "known_hosts"
-            known_hosts.write_text(known_hosts_line(f"[127.0.0.1]:{port}", host_key))
-            return SshServer(name, port, workdir, host_key, client_key, known_hosts, log_path, process)
+            known_hosts.write_text(known_hosts_line(f"[127.0.0.1]:{listen_port}", host_key))
+            return SshServer(name, listen_port, workdir, host_key, client_key, known_hosts, log_path, process)
         if process.poll() is None:
             process.kill()
         process.wait()
-        failures.append(f"port {port}: {problem}\n{log_path.read_text(errors='replace')}")
+        failures.append(f"port {listen_port}: {problem}\n{log_path.read_text(errors='replace')}")
         if "Address already in use" not in failures[-1]:
             break
     pytest.fail("sshd did not start:\n" + "\n".join(failures), pytrace=False)
@@ -148,11 +152,11 @@ def start_sshd(workdir: Path, *, name: str = "sshd", extra_config: str = "") -> 
 
 @pytest.fixture
 def sshd_factory(tmp_path: Path) -> Iterator[Callable[..., SshServer]]:
-    """Start as many servers as a test needs (``factory(name=..., extra_config=...)``)."""
+    """Start as many servers as a test needs (``factory(name=..., extra_config=..., port=...)``)."""
     servers: list[SshServer] = []
 
-    def start(name: str = "sshd", extra_config: str = "") -> SshServer:
-        server = start_sshd(tmp_path / f"sshd-{len(servers)}", name=name, extra_config=extra_config)
+    def start(name: str = "sshd", extra_config: str = "", port: int | None = None) -> SshServer:
+        server = start_sshd(tmp_path / f"sshd-{len(servers)}", name=name, extra_config=extra_config, port=port)
         servers.append(server)
         return server
 

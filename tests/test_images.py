@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shlex
@@ -326,3 +327,43 @@ def test_an_unset_secret_is_an_environment_fault():
         images.resolve_secret("${REG_PW}", "registry password", {})
     assert info.value.category is EnvCategory.IMAGE
     assert "REG_PW is not set" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# The file-hash cache that keeps re-hashing a large checkout cheap
+
+
+def test_cached_file_hashes_are_used_only_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setattr(images._HashCache, "_RACY_NS", 0)  # files made just now may be cached
+    root = make_checkout(tmp_path / "tt-metal")
+    cache_dir = tmp_path / "cache"
+    truth = images.tree_digest(root, tmp_path / "no-cache-1")
+    assert images.tree_digest(root, cache_dir) == truth
+    (cache_file,) = cache_dir.iterdir()
+    entries = json.loads(cache_file.read_text())
+    assert set(entries) == {"build_metal.sh", "tests/build_utils/helper.py", "tt_metal/impl/device.cpp"}
+
+    # Proof the cache is read: a doctored entry for an unchanged file is believed.
+    entries["build_metal.sh"][4] = "00" * 32
+    cache_file.write_text(json.dumps(entries))
+    assert images.tree_digest(root, cache_dir) != truth
+
+    # Same size, new content: the changed stat makes the cache re-hash it.
+    (root / "build_metal.sh").write_text("#!/bin/sh\necho BUILD\n")
+    fresh = images.tree_digest(root, tmp_path / "no-cache-2")
+    assert fresh != truth
+    assert images.tree_digest(root, cache_dir) == fresh
+
+
+def test_a_broken_or_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(images._HashCache, "_RACY_NS", 0)
+    root = make_checkout(tmp_path / "tt-metal")
+    truth = images.tree_digest(root, tmp_path / "no-cache")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    assert images.tree_digest(root, blocker) == truth
+    corrupt = tmp_path / "corrupt"
+    images.tree_digest(root, corrupt)
+    (cache_file,) = corrupt.iterdir()
+    cache_file.write_text("{not json")
+    assert images.tree_digest(root, corrupt) == truth

@@ -87,13 +87,14 @@ class LocationSyntaxError(Exception):
         self.message = message
 
 
-INDEX_PATTERN = re.compile(r"(?:DEBUG\|)?(-?\d{1,18})\|")
+INDEX_FIELD = r"(?:DEBUG\|)?(-?\d{1,18})\|"  # at the start of a name
+_INDEX = re.compile(INDEX_FIELD)
 
 
 def name_index(name: str) -> int | None:
     """The op index a name location carries (``15`` in ``DEBUG|15|ResNetModel[resnet]|...``),
     ``-1`` for the producer's "unknown", ``None`` when the name has no index field."""
-    match = INDEX_PATTERN.match(name)
+    match = _INDEX.match(name)
     return int(match.group(1)) if match else None
 
 

@@ -45,25 +45,27 @@ from harness.mlir.lexer import (
     tokenize,
     unescape,
 )
-from harness.mlir.locations import INDEX_PATTERN as _INDEX
-from harness.mlir.locations import FusedPolicy, LocationSyntaxError, parse_location
+from harness.mlir.locations import INDEX_FIELD, FusedPolicy, LocationSyntaxError, parse_location
 
 MAX_LINE = 64 * 1024 * 1024  # characters; a longer line is refused (or skipped, in metadata)
 _CHUNK = 1 << 20
 OVERLONG = "\x00<line too long>"  # stands for a refused line; no MLIR line starts with NUL
 _MAX_PROBLEMS = 20
 
+# The fast paths below match a location's index as part of the line (same pattern as
+# locations.name_index, as an optional group: it matches whenever the name starts with one).
+_INDEX_FIELD = "(?:" + INDEX_FIELD + ")?"
 # An op statement on one line that ends with its location: `%0 = "ttnn.add"(...) ... loc(#loc5)`.
 # The body may hold no string (so counting brackets in it is exact); anything else takes the
 # tokenizing path.
 _FAST_OP = re.compile(
     r'([ \t]*)(?:%[\w$.:#]+(?:[ \t]*,[ \t]*%[\w$.:#]+)*[ \t]*=[ \t]*)?'
     r'(?:"([\w$.]+)"|([A-Za-z_][\w$]*\.[\w$.]+)(?=[ \t(<]))(?![ \t]*=)'
-    r'([^"]*)[ \t]loc\((?:#loc(0|[1-9]\d{0,8}|)|(#[\w$.-]+)|"([^"\\]*)")\)[ \t]*'
+    r'([^"]*)[ \t]loc\((?:#loc(0|[1-9]\d{0,8}|)|(#[\w$.-]+)|"' + _INDEX_FIELD + r'[^"\\]*")\)[ \t]*'
 )
 # `#locN = loc("name")`, `loc("name"(#locM))` or `loc("file":line[:col])`.
 _FAST_ALIAS = re.compile(
-    r'#loc(0|[1-9]\d{0,8}|) = loc\("([^"\\]*)"(?:\(#loc(0|[1-9]\d{0,8}|)\)|(:\d+(?::\d+)?))?\)[ \t]*'
+    r'#loc(0|[1-9]\d{0,8}|) = loc\("' + _INDEX_FIELD + r'[^"\\]*"(?:\(#loc(0|[1-9]\d{0,8}|)\)|(:\d+(?::\d+)?))?\)[ \t]*'
 )
 # Tokens that cannot start an op: a line starting with one continues the previous statement.
 _CONTINUATIONS = frozenset({":", "->", ")", "]", ",", "=", "<", "{", "loc", "attributes", "to", "at"})
@@ -79,13 +81,17 @@ class IndexedOp:
 
 @dataclass(frozen=True)
 class BlockOps:
-    """The ops of one block that carry an index, in order, as parallel arrays."""
+    """The ops of one block that carry an index, in order."""
 
     function: str | None  # symbol of the nearest enclosing op that has one (`forward`)
-    lines: array
-    cols: array
-    name_ids: array
-    indices: array
+    records: array  # (line, col, op name id, index) per op, interleaved: 32 bytes an op
+
+    def __len__(self) -> int:
+        return len(self.records) // 4
+
+    @property
+    def indices(self) -> array:
+        return self.records[3::4]
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,12 @@ class ModuleOps:
 
     @property
     def indexed(self) -> int:
-        return sum(len(block.indices) for block in self.blocks)
+        return sum(len(block) for block in self.blocks)
 
     def indexed_ops(self, block: BlockOps) -> Iterator[IndexedOp]:
         names = self.op_names
-        for line, col, name_id, index in zip(block.lines, block.cols, block.name_ids, block.indices):
+        records = iter(block.records)
+        for line, col, name_id, index in zip(records, records, records, records):
             yield IndexedOp(line, col, names[name_id], index)
 
 
@@ -227,7 +234,6 @@ class ModuleReader:
         """Read lines until they run out or the file metadata (``{-#``) starts."""
         fast_op = _FAST_OP.fullmatch
         fast_alias = _FAST_ALIAS.fullmatch
-        index_of = _INDEX.match
         aliases = self._aliases
         numbered = aliases.numbered  # grows in place, never replaced
         names = self._names
@@ -240,9 +246,39 @@ class ModuleReader:
                 line_no += 1
                 frame = frames[-1]
                 if frame.stmt is None:
+                    if frame is top:  # mostly alias definitions, before and after the module
+                        match = fast_alias(text)
+                        if match is not None:
+                            digits, index, child, file_line = match.groups()
+                            key = int(digits) + 1 if digits else 0
+                            if key < len(numbered) or aliases.reserve(key):
+                                pending = frame.pending
+                                if pending is not None:
+                                    self._emit(frame, pending)
+                                    frame.pending = None
+                                if numbered[key] != UNDEFINED:
+                                    raise InputError.at(self.path, line_no, 1, f"location alias #loc{digits} is defined twice")
+                                if file_line is not None:
+                                    value = NO_INDEX  # a file location, whatever its file name
+                                elif index is not None:
+                                    value = int(index)
+                                    if value < NO_INDEX:
+                                        value = NO_INDEX
+                                elif child is not None:
+                                    ckey = int(child) + 1 if child else 0
+                                    if ckey < len(numbered) or aliases.reserve(ckey):
+                                        value = numbered[ckey]
+                                        if value < NO_INDEX:
+                                            value = -2 - 2 * ckey
+                                    else:
+                                        value = aliases.ref("#loc" + child)
+                                else:
+                                    value = NO_INDEX
+                                numbered[key] = value
+                                continue
                     match = fast_op(text)
                     if match is not None:
-                        indent, generic, custom, body, digits, alias, inline = match.groups()
+                        indent, generic, custom, body, digits, alias, index = match.groups()
                         count = body.count
                         if (
                             count("(") == count(")")
@@ -271,43 +307,15 @@ class ModuleReader:
                                     value = aliases.ref("#loc" + digits)
                             elif alias is not None:
                                 value = aliases.ref(alias)
-                            else:
-                                found = index_of(inline)
-                                value = int(found.group(1)) if found is not None else NO_INDEX
+                            elif index is not None:
+                                value = int(index)
                                 if value < NO_INDEX:
                                     value = NO_INDEX
+                            else:
+                                value = NO_INDEX
                             frame.pending = (line_no, len(indent) + 1, name_id, value)
                             frame.fresh = False
                             continue
-                    if frame is top:
-                        match = fast_alias(text)
-                        if match is not None:
-                            digits, string, child, file_line = match.groups()
-                            key = int(digits) + 1 if digits else 0
-                            if key < len(numbered) or aliases.reserve(key):
-                                pending = frame.pending
-                                if pending is not None:
-                                    self._emit(frame, pending)
-                                    frame.pending = None
-                                if numbered[key] != UNDEFINED:
-                                    raise InputError.at(self.path, line_no, 1, f"location alias #loc{digits} is defined twice")
-                                found = None if file_line is not None else index_of(string)
-                                if found is not None:
-                                    value = int(found.group(1))
-                                    if value < NO_INDEX:
-                                        value = NO_INDEX
-                                elif file_line is None and child is not None:
-                                    ckey = int(child) + 1 if child else 0
-                                    if ckey < len(numbered) or aliases.reserve(ckey):
-                                        value = numbered[ckey]
-                                        if value < NO_INDEX:
-                                            value = -2 - 2 * ckey
-                                    else:
-                                        value = aliases.ref("#loc" + child)
-                                else:
-                                    value = NO_INDEX
-                                numbered[key] = value
-                                continue
                 self._line = line_no
                 self._ops += ops
                 ops = 0
@@ -537,29 +545,35 @@ class ModuleReader:
         blocks = []
         problems: list[Problem] = []
         resolve = self._aliases.resolve
+        numbered = self._aliases.numbered
         for block in self._blocks:
             data = block.data
-            if not data:
-                continue
-            lines, cols, name_ids, indices = array("l"), array("l"), array("l"), array("q")
-            for at in range(0, len(data), 4):
-                value = data[at + 3]
+            # Resolve and compact the records in place: the array is the bulk of the memory.
+            kept = 0
+            records = iter(data)  # reads ahead of `kept`, so overwriting behind it is safe
+            for line, col, name_id, value in zip(records, records, records, records):
                 if value < NO_INDEX:
-                    try:
-                        value = resolve(value)
-                    except UnresolvedAlias as exc:
-                        if len(problems) < _MAX_PROBLEMS:
-                            problems.append(Problem(self.path, data[at], data[at + 1], str(exc)))
-                        continue
+                    slot = -2 - value
+                    found = NO_INDEX - 1 if slot & 1 else numbered[slot >> 1]
+                    if found >= NO_INDEX:  # a numbered alias whose value is known
+                        value = found
+                    else:
+                        try:
+                            value = resolve(value)
+                        except UnresolvedAlias as exc:
+                            if len(problems) < _MAX_PROBLEMS:
+                                problems.append(Problem(self.path, line, col, str(exc)))
+                            continue
                     if value == NO_INDEX:
                         continue
-                lines.append(data[at])
-                cols.append(data[at + 1])
-                name_ids.append(data[at + 2])
-                indices.append(value)
-            block.data = array("q")  # the raw records are no longer needed
-            if indices:
-                blocks.append(BlockOps(block.function, lines, cols, name_ids, indices))
+                data[kept] = line
+                data[kept + 1] = col
+                data[kept + 2] = name_id
+                data[kept + 3] = value
+                kept += 4
+            del data[kept:]
+            if data:
+                blocks.append(BlockOps(block.function, data))
         if problems:
             raise InputError(problems)
         return ModuleOps(self.path, self._ops, tuple(blocks), tuple(self._names))
