@@ -16,16 +16,19 @@ the host's ``docker load``. A host that already has the image under its tag is s
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import fnmatch
 import hashlib
 import io
+import json
 import os
 import re
 import shlex
 import stat
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
@@ -246,18 +249,69 @@ def _ignored_top_dir(relpath: str, path: Path) -> bool:
     return matched and path.is_dir()
 
 
-def tree_digest(root: Path) -> str:
-    """sha256 over the checkout's paths, kinds, executable bits, file contents and link targets."""
+def tree_digest(root: Path, cache_dir: Path | None = None) -> str:
+    """sha256 over the checkout's paths, kinds, executable bits, file contents and link targets.
+
+    A tt-metal checkout is gigabytes, so each file's hash is kept in a cache under ``cache_dir``
+    (default: ``$XDG_CACHE_HOME/tt-harness/tree-hashes``) and reused while the file's size,
+    mtime, ctime and inode are unchanged, as git's index does.
+    """
+    root = Path(root)
+    cache = _HashCache(cache_dir or default_cache_dir(), root)
     digest = hashlib.sha256()
     for entry in tree_entries(root):
         _add_field(digest, f"{entry.kind}:{entry.relpath}")
         if entry.kind == "link":
             _add_field(digest, os.readlink(entry.path))
         elif entry.kind == "file":
-            executable = bool(entry.path.stat().st_mode & stat.S_IXUSR)
-            _add_field(digest, "x" if executable else "-")
-            digest.update(_file_sha256(entry.path))
+            info = entry.path.stat()
+            _add_field(digest, "x" if info.st_mode & stat.S_IXUSR else "-")
+            digest.update(cache.file_sha256(entry.relpath, entry.path, info))
+    cache.save()
     return digest.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tt-harness" / "tree-hashes"
+
+
+class _HashCache:
+    """File hashes of one checkout, keyed by path and trusted only while the stat matches."""
+
+    # A file changed within this many ns of being hashed could change again within the same
+    # mtime tick unnoticed ("racy git"): such hashes are not cached.
+    _RACY_NS = 2_000_000_000
+
+    def __init__(self, directory: Path, root: Path):
+        self._path = directory / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32] + ".json")
+        self._started_ns = time.time_ns()
+        try:
+            self._old = json.loads(self._path.read_text())
+        except (OSError, ValueError):
+            self._old = {}
+        self._new: dict[str, list] = {}
+
+    def file_sha256(self, relpath: str, path: Path, info: os.stat_result) -> bytes:
+        key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+        cached = self._old.get(relpath)
+        if isinstance(cached, list) and cached[:4] == key:
+            value = bytes.fromhex(cached[4])
+        else:
+            value = _file_sha256(path)
+        if info.st_mtime_ns < self._started_ns - self._RACY_NS and info.st_ctime_ns < self._started_ns - self._RACY_NS:
+            self._new[relpath] = key + [value.hex()]
+        return value
+
+    def save(self) -> None:
+        if self._new == self._old:
+            return
+        # A cache that cannot be written only costs time: never fail a build over it.
+        with contextlib.suppress(OSError):
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self._new))
+            os.replace(tmp, self._path)
 
 
 def _file_sha256(path: Path) -> bytes:
