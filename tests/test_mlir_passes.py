@@ -40,6 +40,12 @@ def test_the_erase_inverse_ops_dump_is_named_with_the_op_it_moved():
     assert report.to_json()["culprit"]["moved"] == [permute]
 
 
+def test_a_failed_pass_header(tmp_path):
+    text = TEXT.replace("After TTIREraseInverseOps (ttir", "After TTIREraseInverseOps Failed (ttir")
+    culprit = find_culprit(write(tmp_path, text)).culprit
+    assert culprit is not None and (culprit.name, culprit.arg) == ("TTIREraseInverseOps", "ttir-erase-inverse-ops")
+
+
 def test_every_dump_in_order_and_dumps_reusing_alias_names(tmp_path):
     # the dumps before EraseInverseOps: alias and inline forms, `#loc3` defined in each of them
     before = TEXT[: TEXT.index("// -----// IR Dump After TTIREraseInverseOps")]

@@ -68,7 +68,7 @@ _FAST_ALIAS = re.compile(
     r'#loc(0|[1-9]\d{0,8}|) = loc\("' + _INDEX_FIELD + r'[^"\\]*"(?:\(#loc(0|[1-9]\d{0,8}|)\)|(:\d+(?::\d+)?))?\)[ \t]*'
 )
 # Tokens that cannot start an op: a line starting with one continues the previous statement.
-_CONTINUATIONS = frozenset({":", "->", ")", "]", ",", "=", "<", "{", "loc", "attributes", "to", "at"})
+_CONTINUATIONS = frozenset({":", "->", "(", ")", "[", "]", ",", "=", "<", "{", "loc", "attributes", "to", "at"})
 
 
 @dataclass(frozen=True)
@@ -232,6 +232,8 @@ class ModuleReader:
     # -- the hot loop ----------------------------------------------------------------------
     def feed(self, lines: Iterable[str]) -> None:
         """Read lines until they run out or the file metadata (``{-#``) starts."""
+        if self.stopped:
+            return
         fast_op = _FAST_OP.fullmatch
         fast_alias = _FAST_ALIAS.fullmatch
         aliases = self._aliases
