@@ -75,8 +75,9 @@ class _Writer:
         self.lines = []
 
 
-def generate(path: str, ops: int, seed: int = 0) -> int:
-    """Write a TTNN-like module of about ``ops`` ops to ``path``; returns the op count."""
+def generate(path: str, ops: int, moved: int = 0, seed: int = 0) -> int:
+    """Write a TTNN-like module of about ``ops`` ops to ``path``, ``moved`` of them out of
+    order (an op whose index jumps ahead, as EraseInverseOps leaves them); returns the op count."""
     rng = random.Random(seed)
     written = 0
     next_loc = 1
@@ -112,12 +113,14 @@ def generate(path: str, ops: int, seed: int = 0) -> int:
                 ": () -> !ttnn.device loc(#loc)"
             )
             index = rng.randrange(0, 50)
+            jump_every = count // (moved + 1) if function == "forward" and moved else 0
             for value in range(1, count):
                 index += rng.choice((0, 0, 1, 1, 1, 2))
+                jumped = jump_every and value % jump_every == 0 and value // jump_every <= moved
                 kind = rng.randrange(len(_TTNN))
                 layout = rng.randrange(24)
                 name = (
-                    f"DEBUG|{index}|" + _MODULES.format(s=index % 4, l=index % 3)
+                    f"DEBUG|{index + 1000 if jumped else index}|" + _MODULES.format(s=index % 4, l=index % 3)
                     + f"|{_FILE}:52|forward|{40 + index % 300}|{_ATEN[kind]}"
                 )
                 loc = next_loc = next_loc + 1
@@ -142,7 +145,7 @@ def generate(path: str, ops: int, seed: int = 0) -> int:
                         f'        %{value} = "{_TTNN[kind]}"(%{value - 1}, %arg1) <{{dtype = #ttcore.supportedDataTypes<bf16>, '
                         f"memory_config = #ttnn.memory_config<#dram, <interleaved>>}}> : ({shape}, {shape}) -> {shape} loc(#loc{loc})"
                     )
-                if value % 3 == 0:
+                if value % 3 == 0 and not jumped:
                     out(f'        "ttnn.deallocate"(%{value - 1}) <{{force = false}}> : ({shape}) -> () loc(#loc{loc})')
                     written += 1
                 written += 1
@@ -169,19 +172,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--moved", type=int, default=0, help="ops to put out of order (default: all in order)")
     parser.add_argument("--keep", action="store_true", help="keep the generated file and print its path")
     args = parser.parse_args()
 
     fd, path = tempfile.mkstemp(prefix="order_check_bench.", suffix=".mlir")
     os.close(fd)
     try:
-        ops = generate(path, args.ops)
+        ops = generate(path, args.ops, args.moved)
         size = os.path.getsize(path)
         baseline = run_child("-")
         runs = [run_child(path) for _ in range(args.runs)]
         seconds = statistics.median(run["seconds"] for run in runs)
         rss = statistics.median(run["maxrss_kib"] for run in runs)
-        print(f"file: {size / 1e6:.1f} MB, {ops} ops generated, {runs[0]['ops']} read, {runs[0]['indexed']} indexed")
+        print(
+            f"file: {size / 1e6:.1f} MB, {ops} ops generated, {runs[0]['ops']} read, {runs[0]['indexed']} indexed, "
+            f"{runs[0]['violations']} violations"
+        )
         print("runs: " + ", ".join(f"{size / 1e6 / run['seconds']:.1f} MB/s" for run in runs))
         print(f"median: {seconds:.2f} s, {size / 1e6 / seconds:.1f} MB/s")
         print(f"peak RSS: {rss / 1024:.1f} MiB (interpreter and imports alone: {baseline['maxrss_kib'] / 1024:.1f} MiB)")

@@ -9,6 +9,7 @@ in order: the complement of a longest non-decreasing subsequence.
 from __future__ import annotations
 
 import operator
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import islice
@@ -73,15 +74,20 @@ class OrderReport:
 def check_order(module: ModuleOps) -> OrderReport:
     violations: list[Violation] = []
     moved: list[IndexedOp] = []
+    names = module.op_names
     for block in module.blocks:
         indices = block.indices
         if not any(map(operator.gt, indices, islice(indices, 1, None))):
             continue  # the common case, at C speed
-        ops = list(module.indexed_ops(block))
-        for previous, op in zip(ops, ops[1:]):
-            if op.index < previous.index:
-                violations.append(Violation(op, previous, block.function))
-        moved.extend(ops[i] for i in moved_positions(indices))
+
+        def op_at(position: int, records=block.records) -> IndexedOp:
+            at = 4 * position
+            return IndexedOp(records[at], records[at + 1], names[records[at + 2]], records[at + 3])
+
+        for position, (before, index) in enumerate(zip(indices, islice(indices, 1, None)), 1):
+            if index < before:
+                violations.append(Violation(op_at(position), op_at(position - 1), block.function))
+        moved.extend(op_at(position) for position in moved_positions(indices))
     violations.sort(key=lambda v: v.op.line)
     moved.sort(key=lambda op: op.line)
     return OrderReport(module.path, module.ops, module.indexed, tuple(violations), tuple(moved))
@@ -89,10 +95,11 @@ def check_order(module: ModuleOps) -> OrderReport:
 
 def moved_positions(values: Sequence[int]) -> list[int]:
     """Positions outside one longest non-decreasing subsequence of ``values``, ascending.
-    Patience sorting, O(n log n): ``tails[k]`` is the smallest value ending a run of k+1."""
-    tails: list[int] = []
-    tail_at: list[int] = []  # position of tails[k]
-    parent = [-1] * len(values)
+    Patience sorting, O(n log n): ``tails[k]`` is the smallest value ending a run of k+1.
+    Machine-int arrays keep a million-op block to a few bytes per op."""
+    tails = array("q")
+    tail_at = array("q")  # position of tails[k]
+    parent = array("q", [-1]) * len(values)
     for position, value in enumerate(values):
         k = bisect_right(tails, value)
         if k:
@@ -103,9 +110,9 @@ def moved_positions(values: Sequence[int]) -> list[int]:
         else:
             tails[k] = value
             tail_at[k] = position
-    kept = set()
+    kept = bytearray(len(values))
     position = tail_at[-1] if tail_at else -1
     while position != -1:
-        kept.add(position)
+        kept[position] = 1
         position = parent[position]
-    return [p for p in range(len(values)) if p not in kept]
+    return [p for p, keep in enumerate(kept) if not keep]
