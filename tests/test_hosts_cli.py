@@ -153,11 +153,16 @@ def test_inventory_from_the_environment(tmp_path, n150, monkeypatch):
     assert result.exit_code == 0, result.output
 
 
-def test_no_inventory_exit_2(monkeypatch):
+def test_no_inventory_checks_this_machine(monkeypatch):
+    # Without --inventory or $TT_HARNESS_INVENTORY, configs/local.yaml: this machine, which has
+    # no Tenstorrent card or driver, so preflight must say so.
     monkeypatch.delenv(INVENTORY_ENV, raising=False)
-    result = run()
-    assert result.exit_code == 2
-    assert result.stderr.strip() == f"no inventory: pass --inventory FILE or set {INVENTORY_ENV}"
+    result = run("--json")
+    assert result.exit_code == 3
+    (row,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert row["host"] == "localhost" and row["ok"] is False
+    kmd = next(c for c in row["checks"] if c["name"] == "kmd")
+    assert kmd["status"] == "fault" and kmd["category"] == "driver-missing"
 
 
 def test_bad_inventory_exit_2_with_location(tmp_path):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any, Iterable
 
 import typer
 
+from harness.core.configs import config_path
 from harness.core.errors import InputError, Problem
 from harness.core.outcomes import EXIT_USAGE
 
@@ -26,3 +29,11 @@ def fail_input(exc: InputError) -> typer.Exit:
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, sort_keys=False) + "\n")
     sys.stdout.flush()
+
+
+INVENTORY_ENV = "TT_HARNESS_INVENTORY"
+
+
+def default_inventory() -> Path:
+    """$TT_HARNESS_INVENTORY, else configs/local.yaml (this machine through the local transport)."""
+    return Path(os.environ[INVENTORY_ENV]) if os.environ.get(INVENTORY_ENV) else config_path("local.yaml")

@@ -11,16 +11,15 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import fail_input, print_json
+from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, print_json
 from harness.core.errors import InputError
 from harness.core.hostfacts import GIB, CheckStatus, PreflightReport, default_preflight_config
 from harness.core.inventory import Host, Inventory, load_inventory
 from harness.core.outcomes import EXIT_ENV_FAULT, EXIT_OK, EXIT_USAGE
 from harness.core.yamlnodes import did_you_mean
 from harness.execution.preflight import preflight
-from harness.execution.transport import LocalTransport, SshPool, SshTarget, Transport
+from harness.execution.connect import Connections
 
-INVENTORY_ENV = "TT_HARNESS_INVENTORY"
 MAX_PARALLEL = 16  # hosts checked at once; each check mostly waits on its host
 
 hosts_app = typer.Typer(help="Lab hosts: check they are fit to run checks.", no_args_is_help=True)
@@ -30,7 +29,7 @@ app.add_typer(hosts_app, name="hosts")
 @hosts_app.command("check")
 def check(
     inventory: Optional[Path] = typer.Option(
-        None, "--inventory", "-i", help=f"The lab inventory (default: ${INVENTORY_ENV})."
+        None, "--inventory", "-i", help=f"The lab inventory (default: ${INVENTORY_ENV}, else configs/local.yaml)."
     ),
     hosts: Optional[List[str]] = typer.Option(
         None, "--hosts", help="Only these hosts: names, comma-separated or the option repeated."
@@ -51,10 +50,7 @@ def check(
     """Preflight every host: driver, device nodes, sysfs, firmware, heartbeat, hugepages, users
     of the cards, tt-smi, Docker and disk. Exit 0: all fit (warnings allowed); 3: a host has
     an environment fault; 2: bad input."""
-    path = inventory or (Path(os.environ[INVENTORY_ENV]) if os.environ.get(INVENTORY_ENV) else None)
-    if path is None:
-        typer.echo(f"no inventory: pass --inventory FILE or set {INVENTORY_ENV}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+    path = inventory or default_inventory()
     try:
         lab = load_inventory(path)
     except InputError as exc:
@@ -66,15 +62,15 @@ def check(
     if disk_min_gib is not None:
         config = replace(config, disk_min_bytes=disk_min_gib * GIB)
     try:
-        targets = {host.name: _ssh_target(host, lab) for host in chosen if host.transport == "ssh"}
+        connections = Connections(lab)
+        connections.check(chosen)
     except ValueError as exc:
         raise _usage(f"{path}: {exc}")
 
-    with SshPool() as pool:
+    with connections:
 
         def run(host: Host) -> PreflightReport:
-            transport: Transport = LocalTransport(host.name) if host.transport == "local" else pool.get(targets[host.name])
-            return preflight(transport, host, config=config, root=root, tt_smi=tt_smi)
+            return preflight(connections.transport(host), host, config=config, root=root, tt_smi=tt_smi)
 
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, max(1, len(chosen)))) as workers:
             reports = list(workers.map(run, chosen))
@@ -100,25 +96,6 @@ def _chosen(lab: Inventory, options: List[str]) -> tuple[Host, ...]:
         if name not in known:
             raise _usage(f"unknown host {name!r} in --hosts{did_you_mean(name, known)}; {lab.path} has: {', '.join(known)}")
     return lab.select(names=tuple(names)) if names else lab.hosts
-
-
-def _ssh_target(host: Host, lab: Inventory, via: tuple[str, ...] = ()) -> SshTarget:
-    """The SSH target of an inventory host, its jump hosts resolved (a loop is refused)."""
-    if host.name in via:
-        raise ValueError(f"jump hosts form a loop: {' -> '.join((*via, host.name))}")
-    if host.address is None:
-        raise ValueError(f"host {host.name!r} is used as a jump host but has no SSH address")
-    jump = _ssh_target(lab.host(host.jump), lab, (*via, host.name)) if host.jump else None
-    return SshTarget(
-        name=host.name,
-        address=host.address,
-        port=host.port,
-        user=host.user,
-        identity_file=host.identity_file,
-        known_hosts=host.known_hosts,
-        host_key_policy=host.host_key_policy,
-        jump=jump,
-    )
 
 
 def _print_table(reports: list[PreflightReport]) -> None:

@@ -1,1 +1,54 @@
-"""(command module: filled in by its owner)"""
+"""``harness run``: run a job's checks on lab hosts and write the JUnit feed."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from harness.cli.app import app
+from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input
+from harness.core.errors import InputError
+from harness.core.inventory import load_inventory
+from harness.core.outcomes import EXIT_USAGE
+from harness.core.spec import load_job
+from harness.orchestration.jobrun import run_job
+
+@app.command("run")
+def run(
+    job_path: Path = typer.Argument(..., metavar="JOB", help="A job spec."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help=f"The lab inventory (default: ${INVENTORY_ENV}, else configs/local.yaml)."),
+    hosts: Optional[List[str]] = typer.Option(None, "--hosts", help="Only these hosts: names, comma-separated or the option repeated."),
+    junit_path: Optional[Path] = typer.Option(None, "--junit", help="Where to write the JUnit feed (default: OUT/junit.xml)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Reports and logs (default: out/<job>)."),
+    root: str = typer.Option("/", "--root", help="Read hosts' /sys, /dev and /proc under this folder: anything but / is a STAND-IN host tree (tests, the simulated lab)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream build and test output."),
+) -> None:
+    """Preflight the job's hosts, build and deliver its image, run every check in a correctly
+    mounted container, and write JUnit and summary.json. Exit 0 all passed, 1 a real failure
+    or xpass, 2 bad input (nothing ran), 3 environment faults only."""
+    try:
+        job = load_job(job_path)
+        lab = load_inventory(inventory or default_inventory())
+        names = tuple(n.strip() for option in hosts or [] for n in option.split(",") if n.strip())
+        out_dir = out or Path("out") / job.name
+        say = None if quiet else (lambda line: typer.echo(line, err=True))
+        report = run_job(job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say, root=root, environ=dict(os.environ))
+    except InputError as exc:
+        raise fail_input(exc)
+    except ValueError as exc:  # e.g. a jump-host loop in the inventory
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(EXIT_USAGE)
+    counts = ", ".join(f"{n} {name}" for name, n in report.summary()["counts"].items() if n)
+    typer.echo(f"{job.name}: {counts} (run {report.run_id})")
+    for suite in report.suites:
+        for case in suite.cases:
+            if case.outcome.value not in ("pass", "xfail", "skip"):
+                category = f"/{case.verdict.category}" if case.verdict.category else ""
+                typer.echo(f"  {suite.host}: {case.name}: {case.outcome}{category}: {case.verdict.message}")
+    typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}")
+    sys.stdout.flush()
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,349 @@
+"""Running a job's checks on one host, in correctly mounted containers.
+
+For each attempt of each check the runner makes a fresh work folder on the host (inputs in,
+artifacts out), runs the exact ``docker run`` argv that ``harness render`` prints, streams the
+container's output into local logs, copies the artifacts back and judges the attempt:
+
+1. the container's ending (:mod:`harness.core.container_exit`): Docker failures, the probe's
+   missing mounts and timeouts are environment faults before any test output is read;
+2. otherwise the test's own report: gtest/pytest XML per test case, the op order of the
+   compiler's output, or the log through the signature classifier.
+
+Attempts are combined per test case (``repeat: N``) and the known-bug expectation applied.
+Containers carry ``harness.run``/``harness.job``/``harness.check`` labels, so whatever a lost
+connection leaves behind is found and removed when the host answers again.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from harness.core import invocation
+from harness.core.classifier import classify_log
+from harness.core.container_exit import judge_exit
+from harness.core.ingest import IngestError, read_junit
+from harness.core.invocation import docker_run_argv
+from harness.core.outcomes import (
+    Attempt,
+    CaseResult,
+    EnvCategory,
+    Evidence,
+    HarnessErrorKind,
+    Outcome,
+    Verdict,
+    apply_expectation,
+    combine_attempts,
+)
+from harness.core.spec import CheckSpec, JobSpec
+from harness.execution.transport.base import ArtifactError, Transport, TransportError
+
+MAX_ARTIFACT_BYTES = 256 * 1024 * 1024  # gtest XML and compiler output; a bigger one is a bug
+PROBE_HEAD_LINES = 64  # the probe prints one line per item; it always comes first
+STDERR_TAIL_LINES = 50
+STOP_GRACE_SECONDS = 10
+LineSink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """What the runner needs to know about the host it runs on (from the inventory and preflight)."""
+
+    name: str
+    device_ids: tuple[int, ...] = ()
+    iommu: bool = False
+    has_path: Callable[[str], bool] | None = None
+    docker: tuple[str, ...] = ("docker",)  # how docker runs there (its engine endpoint)
+
+
+@dataclass
+class _Attempts:
+    """Attempts collected per test case, in first-seen order."""
+
+    by_case: dict[tuple[str, str], list[Attempt]] = field(default_factory=lambda: collections.OrderedDict())
+
+    def add(self, classname: str, name: str, attempt: Attempt) -> None:
+        self.by_case.setdefault((classname, name), []).append(attempt)
+
+
+class Runner:
+    def __init__(
+        self,
+        job: JobSpec,
+        transport: Transport,
+        host: HostContext,
+        image_ref: str,
+        run_id: str,
+        log_dir: Path,
+        on_line: LineSink | None = None,
+        secrets: dict[str, str] | None = None,
+    ):
+        self.job = job
+        self.transport = transport
+        self.host = host
+        self.image_ref = image_ref
+        self.run_id = run_id
+        self.log_dir = log_dir
+        self.on_line = on_line
+        self.secrets = secrets if secrets is not None else dict(os.environ)
+
+    # -- public --------------------------------------------------------------------------
+    def run_check(self, check: CheckSpec) -> list[CaseResult]:
+        attempts = _Attempts()
+        for number in range(1, check.repeat + 1):
+            for classname, name, attempt in self._attempt(check, number):
+                attempts.add(classname, name, attempt)
+        cases = []
+        for (classname, name), tries in attempts.by_case.items():
+            verdict = apply_expectation(combine_attempts(a.verdict for a in tries), check.known_bug)
+            cases.append(
+                CaseResult(
+                    name=name,
+                    classname=classname,
+                    verdict=verdict,
+                    attempts=tuple(tries),
+                    duration=sum(a.duration for a in tries),
+                    output=tries[-1].output,
+                    known_bug=check.known_bug,
+                )
+            )
+        return cases
+
+    def remove_leftovers(self) -> None:
+        """Remove containers of this run that a lost connection or a timeout left behind."""
+        found = self.transport.run(
+            [*self.host.docker, "ps", "-aq", "--filter", f"label=harness.run={self.run_id}"], timeout=60
+        )
+        ids = found.stdout_tail.split()
+        if ids:
+            self.transport.run([*self.host.docker, "rm", "-f", *ids], timeout=120)
+
+    # -- one attempt ---------------------------------------------------------------------
+    def _attempt(self, check: CheckSpec, number: int) -> Iterator[tuple[str, str, Attempt]]:
+        classname = f"{self.job.name}.{check.name}"
+        local = self.log_dir / check.name / f"attempt-{number}"
+        local.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        try:
+            missing = [v[2:-1] for v in check.env.values() if invocation.is_secret_ref(v) and v[2:-1] not in self.secrets]
+            if missing:
+                raise _SpecProblem(f"env references ${{{missing[0]}}}, which is not set where harness runs")
+            with self._workdir(check) as workdir:
+                result = self.transport.run(
+                    self._docker_run(check, number, workdir),
+                    timeout=check.timeout,
+                    on_stdout=self.on_line,
+                    on_stderr=self.on_line,
+                    stdout_log=local / "stdout.log",
+                    stderr_log=local / "stderr.log",
+                    tail_lines=STDERR_TAIL_LINES,
+                )
+                if result.timed_out:
+                    self._stop(check, number)
+                duration = time.monotonic() - started
+                output = _output_excerpt(local)
+                verdict = judge_exit(
+                    result.exit_status, result.timed_out, _numbered_head_and_tail(local / "stderr.log"), check.timeout
+                )
+                if result.timed_out:
+                    # A hang signature in the log says more than "it took too long".
+                    logged = classify_log(_lines(local / "stdout.log", local / "stderr.log"))
+                    if logged.outcome is Outcome.ENV_FAULT and logged.category is EnvCategory.DEVICE_HANG:
+                        verdict = logged
+                if verdict is not None:
+                    yield classname, check.name, Attempt(verdict, duration, output)
+                    return
+                yield from self._judge_test(check, workdir, local, result, duration, output)
+        except TransportError as exc:
+            verdict = exc.verdict()
+            if exc.category is EnvCategory.SSH:
+                verdict = Verdict.env_fault(
+                    exc.category,
+                    f"{exc.message}; the check's container is removed when {self.host.name} answers again",
+                )
+            yield classname, check.name, Attempt(verdict, time.monotonic() - started)
+        except _SpecProblem as exc:
+            yield classname, check.name, Attempt(Verdict.error(HarnessErrorKind.SPEC, str(exc)), 0.0)
+
+    def _judge_test(self, check, workdir, local, result, duration, output):
+        classname = f"{self.job.name}.{check.name}"
+        if check.kind in ("gtest", "pytest"):
+            report = invocation.GTEST_XML if check.kind == "gtest" else invocation.PYTEST_XML
+            xml = local / report
+            try:
+                self.transport.get(f"{workdir}/out/{report}", xml, MAX_ARTIFACT_BYTES)
+                cases = read_junit(xml)
+            except (ArtifactError, IngestError):
+                cases = None  # no report: the binary crashed or never started its tests
+            if cases:
+                for case in cases:
+                    yield f"{classname}.{case.classname}" if case.classname else classname, case.name, Attempt(
+                        case.verdict, case.duration, case.output
+                    )
+                return
+            verdict = self._classify_logs(local, result.exit_status)
+            if verdict.outcome is Outcome.PASS:
+                verdict = Verdict.error(
+                    HarnessErrorKind.ARTIFACT,
+                    f"{check.kind} exited {result.exit_status} but wrote no {report}; its log shows no failure",
+                )
+            yield classname, check.name, Attempt(verdict, duration, output)
+            return
+        if check.kind == "mlir-order":
+            yield classname, check.name, Attempt(self._judge_mlir(check, workdir, local, result), duration, output)
+            return
+        yield classname, check.name, Attempt(self._classify_logs(local, result.exit_status), duration, output)
+
+    def _judge_mlir(self, check, workdir, local, result) -> Verdict:
+        from harness.mlir.check import judge_pipeline_output
+
+        if result.exit_status != 0:
+            verdict = self._classify_logs(local, result.exit_status)
+            if verdict.outcome is Outcome.PASS:  # a compiler crash without a known signature
+                verdict = Verdict(Outcome.FAIL, message=f"the compiler pipeline exited {result.exit_status}")
+            return verdict
+        output = local / invocation.MLIR_OUTPUT
+        try:
+            self.transport.get(f"{workdir}/out/{invocation.MLIR_OUTPUT}", output, MAX_ARTIFACT_BYTES)
+        except ArtifactError as exc:
+            return Verdict.error(HarnessErrorKind.ARTIFACT, f"the pipeline wrote no output: {exc}")
+        # --mlir-print-ir-after-all prints to stderr: the local stderr log is the pass dump.
+        verdict = judge_pipeline_output(output, local / "stderr.log", fused=check.fused)
+        if verdict.outcome is Outcome.FAIL and check.ab:
+            verdict = self._confirm_with_eio_off(check, local, verdict)
+        return verdict
+
+    def _confirm_with_eio_off(self, check: CheckSpec, attempt_dir: Path, verdict: Verdict) -> Verdict:
+        """A/B: rerun with EraseInverseOps disabled; order restored there confirms EIO as the cause."""
+        from harness.mlir.check import judge_pipeline_output
+
+        control = dataclasses.replace(check, name=f"{check.name}-eio-off", command=eio_disabled(check.command), ab=False)
+        local = attempt_dir / "eio-off"
+        local.mkdir(parents=True, exist_ok=True)
+        number = int(attempt_dir.name.rpartition("-")[2])
+        with self._workdir(control) as workdir:
+            result = self.transport.run(
+                self._docker_run(control, number, workdir), timeout=check.timeout,
+                stdout_log=local / "stdout.log", stderr_log=local / "stderr.log",
+            )
+            if result.timed_out:
+                self._stop(control, number)
+            if not result.ok:
+                note = f"A/B rerun with enable-erase-inverse-ops-pass=false did not complete (exit {result.exit_status})"
+                return Verdict(verdict.outcome, message=f"{verdict.message}; {note}", evidence=verdict.evidence)
+            output = local / invocation.MLIR_OUTPUT
+            self.transport.get(f"{workdir}/out/{invocation.MLIR_OUTPUT}", output, MAX_ARTIFACT_BYTES)
+            control_verdict = judge_pipeline_output(output, None, fused=check.fused)
+        if control_verdict.outcome is Outcome.PASS:
+            note = "confirmed by A/B: with enable-erase-inverse-ops-pass=false the order holds"
+        else:
+            note = "not EraseInverseOps alone: the order breaks with enable-erase-inverse-ops-pass=false too"
+        return Verdict(verdict.outcome, message=f"{verdict.message}; {note}", evidence=verdict.evidence)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _classify_logs(self, local: Path, exit_status: int | None) -> Verdict:
+        verdict = classify_log(_lines(local / "stdout.log", local / "stderr.log"))
+        if verdict.outcome is Outcome.PASS and exit_status not in (0, None):
+            return Verdict(Outcome.FAIL, message=f"exited {exit_status}", evidence=verdict.evidence)
+        return verdict
+
+    def _docker_run(self, check: CheckSpec, number: int, workdir: str) -> list[str]:
+        argv = docker_run_argv(
+            self.job, check, self.image_ref, run_id=self.run_id, attempt=number, host_workdir=workdir,
+            device_ids=self.host.device_ids, iommu=self.host.iommu, has_path=self.host.has_path,
+        )
+        return [*self.host.docker, *argv[1:]]
+
+    @contextlib.contextmanager
+    def _workdir(self, check: CheckSpec) -> Iterator[str]:
+        made = self.transport.run(["mktemp", "-d", f"/tmp/harness-{self.run_id}-{check.name}-XXXXXX"], timeout=60)
+        if not made.ok:
+            raise TransportError(EnvCategory.DISK, f"cannot make a work folder on {self.host.name}: {made.stderr_tail}")
+        workdir = made.stdout_tail.strip()
+        try:
+            # World-writable out/: the image's user may not be root.
+            self.transport.run(["mkdir", "-m", "0777", "-p", f"{workdir}/out", f"{workdir}/in"], timeout=60)
+            if check.input is not None:
+                self.transport.put(check.input, f"{workdir}/in/{check.input.name}")
+            self._put_secrets(check, workdir)
+            yield workdir
+        finally:
+            with contextlib.suppress(TransportError):
+                self.transport.run(["rm", "-rf", "--", workdir], timeout=120)
+
+    def _put_secrets(self, check: CheckSpec, workdir: str) -> None:
+        refs = {k: v[2:-1] for k, v in check.env.items() if invocation.is_secret_ref(v)}
+        if not refs:
+            return
+        fd, path = tempfile.mkstemp(prefix="harness-secrets-")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                for key, var in refs.items():
+                    handle.write(f"{key}={self.secrets[var]}\n")
+            os.chmod(path, 0o600)
+            self.transport.put(path, f"{workdir}/{invocation.SECRETS_ENV_FILE}")
+        finally:
+            os.unlink(path)
+
+    def _stop(self, check: CheckSpec, number: int) -> None:
+        """After a timeout the docker client is gone but the container may still run: stop it."""
+        name = invocation.container_name(self.run_id, check.name, number)
+        self.transport.run([*self.host.docker, "stop", "-t", str(STOP_GRACE_SECONDS), name], timeout=STOP_GRACE_SECONDS + 60)
+        self.transport.run([*self.host.docker, "rm", "-f", name], timeout=60)
+
+
+class _SpecProblem(Exception):
+    pass
+
+
+def eio_disabled(command: Sequence[str]) -> tuple[str, ...]:
+    """The pipeline command with ``enable-erase-inverse-ops-pass=false`` added to its pipeline
+    options (``--ttir-to-ttnn-runtime-pipeline`` and its ``="..."`` form)."""
+    out = []
+    for arg in command:
+        if arg.startswith("--ttir-to-ttnn-") and "pipeline" in arg:
+            flag, _, options = arg.partition("=")
+            options = options.strip('"')
+            options = " ".join(o for o in options.split() if not o.startswith("enable-erase-inverse-ops-pass="))
+            arg = f"{flag}={(options + ' ').lstrip()}enable-erase-inverse-ops-pass=false"
+        out.append(arg)
+    return tuple(out)
+
+
+def _lines(*paths: Path) -> Iterator[str]:
+    for path in paths:
+        if path.exists():
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    yield line.rstrip("\n")
+
+
+def _numbered_head_and_tail(path: Path) -> list[tuple[int, str]]:
+    head: list[tuple[int, str]] = []
+    tail: collections.deque[tuple[int, str]] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    for number, line in enumerate(_lines(path), 1):
+        if number <= PROBE_HEAD_LINES:
+            head.append((number, line))
+        else:
+            tail.append((number, line))
+    return head + list(tail)
+
+
+def _output_excerpt(local: Path, limit: int = 64 * 1024) -> str:
+    """The end of the attempt's combined output, for the report (full logs stay on disk)."""
+    parts = []
+    for name in ("stdout.log", "stderr.log"):
+        path = local / name
+        if path.exists():
+            size = path.stat().st_size
+            with open(path, "rb") as handle:
+                handle.seek(max(0, size - limit // 2))
+                parts.append(handle.read().decode("utf-8", errors="replace"))
+    return "\n".join(parts)
