@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.core.errors import InputError
 from harness.mlir.locations import FusedPolicy
 from harness.mlir.reader import ModuleReader
 
@@ -189,3 +190,22 @@ def test_inline_and_alias_forms_give_the_index_the_tree_carries(trees, policy, d
     }
     assert read_indices(inline_text, policy) == expected
     assert read_indices(alias_text, policy) == {line + split: index for line, index in expected.items()}
+
+
+# -- robustness: any text either reads or is an InputError --------------------------------------
+
+PIECES = st.sampled_from(
+    ['"', "\\", "(", ")", "{", "}", "[", "]", "<", ">", "loc(", "#loc1", "#loc", " = ", "%0", "^bb0:", ":", ",", "{-#",
+     "#-}", '"7|x"', "fused[", "callsite(", " at ", "unknown", "?", "\n", "func.func @f", '"t.op"()', "//", "é", "\x00"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(PIECES, st.text(max_size=3)), max_size=40).map("".join))
+def test_any_text_reads_or_is_an_input_error_never_a_crash(text):
+    reader = ModuleReader("fuzz.mlir")
+    try:
+        reader.feed(text.split("\n"))
+        reader.finish()
+    except InputError as exc:
+        assert all(problem.path == "fuzz.mlir" and problem.line >= 1 for problem in exc.problems)
