@@ -66,14 +66,25 @@ def judge_exit(exit_status: int | None, timed_out: bool, stderr: NumberedLines, 
     return None
 
 
+_DOCKER_TRAILERS = ("See 'docker run --help'", "Run 'docker run --help'")  # docker CLI 28 / 20.10
+
+
 def _docker_message(lines: NumberedLines) -> str:
-    for _, line in reversed(lines):
-        text = line.strip()
-        if text and not text.startswith(PROBE_PREFIX) and not text.startswith("See 'docker run --help'"):
+    """Docker's own error line: the daemon's answer if there is one, else the last words."""
+    meaningful = [
+        text.strip()
+        for _, text in lines
+        if text.strip() and not text.startswith(PROBE_PREFIX) and not text.startswith(_DOCKER_TRAILERS)
+    ]
+    for text in reversed(meaningful):
+        if text.startswith("docker:") or "Error response from daemon" in text:
             return text
-    return "no message"
+    return meaningful[-1] if meaningful else "no message"
 
 
 def _last_lines(lines: NumberedLines, count: int) -> list[Evidence]:
-    meaningful = [(n, text) for n, text in lines if text.strip() and not text.startswith(PROBE_PREFIX)]
+    meaningful = [
+        (n, text) for n, text in lines
+        if text.strip() and not text.startswith(PROBE_PREFIX) and not text.startswith(_DOCKER_TRAILERS)
+    ]
     return [Evidence(n, text) for n, text in meaningful[-count:]]

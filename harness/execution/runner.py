@@ -249,10 +249,20 @@ class Runner:
 
     # -- helpers -------------------------------------------------------------------------
     def _classify_logs(self, local: Path, exit_status: int | None) -> Verdict:
-        verdict = classify_log(_lines(local / "stdout.log", local / "stderr.log"))
-        if verdict.outcome is Outcome.PASS and exit_status not in (0, None):
-            return Verdict(Outcome.FAIL, message=f"exited {exit_status}", evidence=verdict.evidence)
-        return verdict
+        """A command's exit status says pass or fail; its log can only say the environment broke.
+
+        Exit 0 is a pass unless the log carries a fatal environment signature. A non-zero exit
+        is what the log shows (a real failure or an environment fault), and a plain failure
+        when the log names neither.
+        """
+        logged = classify_log(_lines(local / "stdout.log", local / "stderr.log"))
+        if logged.outcome is Outcome.ENV_FAULT:
+            return logged
+        if exit_status == 0:
+            return Verdict(Outcome.PASS)
+        if logged.outcome is Outcome.FAIL and logged.evidence:
+            return Verdict(Outcome.FAIL, message=f"exited {exit_status}: {logged.message}", evidence=logged.evidence)
+        return Verdict(Outcome.FAIL, message=f"exited {exit_status}; the log names no failure or environment signature")
 
     def _docker_run(self, check: CheckSpec, number: int, workdir: str) -> list[str]:
         argv = docker_run_argv(
