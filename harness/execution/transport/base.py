@@ -13,6 +13,7 @@ import collections
 import contextlib
 import os
 import shlex
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -229,6 +230,21 @@ def receive_atomically(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def open_regular_file(path: str | os.PathLike, what: str) -> IO[bytes]:
+    """Open a local file for reading, refusing anything but a regular file."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not hang; it is refused below as not a regular file.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ArtifactError(f"{what} does not exist") from None
+    except OSError as exc:
+        raise ArtifactError(f"cannot read {what}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ArtifactError(f"{what} is not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def check_size(size: int, max_bytes: int | None, what: str) -> None:

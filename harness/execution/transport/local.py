@@ -21,6 +21,7 @@ from harness.execution.transport.base import (
     OutputHandler,
     Transport,
     check_size,
+    open_regular_file,
     iter_chunks,
     receive_atomically,
 )
@@ -82,6 +83,9 @@ class LocalTransport(Transport):
         return _copy_file(remote, Path(local), max_bytes, f"{remote} on {self.name}", keep_mode=False)
 
     def put(self, local: str | os.PathLike, remote: str, max_bytes: int | None = None) -> int:
+        if not Path(remote).parent.is_dir():
+            # As over SFTP: the destination directory must exist, put does not invent it.
+            raise ArtifactError(f"cannot write {remote} on {self.name}: no such directory")
         return _copy_file(local, Path(remote), max_bytes, f"local file {local}", keep_mode=True)
 
     def close(self) -> None:
@@ -91,17 +95,8 @@ class LocalTransport(Transport):
 def _copy_file(
     source_path: str | os.PathLike, dest: Path, max_bytes: int | None, what: str, keep_mode: bool
 ) -> int:
-    try:
-        # O_NONBLOCK: opening a FIFO must not hang; it is refused below as not a regular file.
-        source = os.fdopen(os.open(source_path, os.O_RDONLY | os.O_NONBLOCK), "rb")
-    except FileNotFoundError:
-        raise ArtifactError(f"{what} does not exist") from None
-    except OSError as exc:
-        raise ArtifactError(f"cannot read {what}: {exc.strerror}") from None
-    with source:
+    with open_regular_file(source_path, what) as source:
         info = os.fstat(source.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ArtifactError(f"{what} is not a regular file")
         check_size(info.st_size, max_bytes, what)
         mode = stat.S_IMODE(info.st_mode) if keep_mode else None
         return receive_atomically(source, dest, max_bytes, what, mode=mode)

@@ -9,7 +9,6 @@ it with :func:`remote_command_line`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import getpass
 import logging
@@ -23,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Iterator
 
 import paramiko
 from paramiko.common import OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
@@ -41,6 +40,7 @@ from harness.execution.transport.base import (
     copy_limited,
     describe_argv,
     iter_chunks,
+    open_regular_file,
     receive_atomically,
     remote_command_line,
 )
@@ -84,7 +84,7 @@ class SshTarget:
     port: int = 22
     user: str | None = None
     identity_file: str | None = None
-    known_hosts: str = DEFAULT_KNOWN_HOSTS
+    known_hosts: str | None = None  # None: ~/.ssh/known_hosts
     host_key_policy: str = "strict"
     jump: SshTarget | None = None
     connect_timeout: float = 10.0
@@ -116,7 +116,7 @@ class SshTarget:
 
     @property
     def known_hosts_path(self) -> Path:
-        return Path(os.path.expanduser(self.known_hosts))
+        return Path(os.path.expanduser(self.known_hosts or DEFAULT_KNOWN_HOSTS))
 
     def describe(self) -> str:
         via = f" via {self.jump.name}" if self.jump is not None else ""
@@ -138,7 +138,8 @@ class SshTransport(Transport):
         self._pool = pool
         self._lock = threading.Lock()
         self._conn: paramiko.Transport | None = None
-        self._own_jump: SshTransport | None = None
+        # Without a pool, the jump connection is this transport's own (it connects lazily too).
+        self._own_jump = SshTransport(target.jump) if target.jump is not None and pool is None else None
 
     def connect(self) -> None:
         """Connect now (verifying the host key and authenticating), or raise TransportError."""
@@ -151,7 +152,6 @@ class SshTransport(Transport):
                 self._conn = None
             if self._own_jump is not None:
                 self._own_jump.close()
-                self._own_jump = None
 
     # -- commands --------------------------------------------------------------------------
 
@@ -262,16 +262,8 @@ class SshTransport(Transport):
 
     def put(self, local: str | os.PathLike, remote: str, max_bytes: int | None = None) -> int:
         what = f"local file {local}"
-        try:
-            source = open(local, "rb")
-        except FileNotFoundError:
-            raise ArtifactError(f"{what} does not exist") from None
-        except OSError as exc:
-            raise ArtifactError(f"cannot read {what}: {exc.strerror}") from None
-        with source:
+        with open_regular_file(local, what) as source:
             info = os.fstat(source.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ArtifactError(f"{what} is not a regular file")
             check_size(info.st_size, max_bytes, what)
             head, _, base = remote.rpartition("/")
             # Written beside the destination, then renamed over it: readers never see half a file.
@@ -360,6 +352,13 @@ class SshTransport(Transport):
                 raise TransportError(
                     _SSH, f"{target.describe()}: SSH handshake failed: {exc or type(exc).__name__}"
                 ) from None
+            if not (conn.is_active() and conn.initial_kex_done):
+                # start_client returns quietly when its timeout expires mid-handshake.
+                raise TransportError(
+                    _SSH,
+                    f"{target.describe()}: SSH handshake failed: no SSH answer within "
+                    f"{target.connect_timeout:g}s (is this port an SSH server?)",
+                )
             _check_host_key(target, known, conn.get_remote_server_key())
             _authenticate(conn, target)
             if target.keepalive:
@@ -410,7 +409,8 @@ class SshTransport(Transport):
     def _open_via_jump(self) -> paramiko.Channel:
         target = self.target
         assert target.jump is not None
-        jump = self._pool.get(target.jump) if self._pool is not None else self._private_jump()
+        jump = self._pool.get(target.jump) if self._pool is not None else self._own_jump
+        assert jump is not None
         conn = jump._connection()
         where = f"{target.address}:{target.port}"
         try:
@@ -424,9 +424,11 @@ class SshTransport(Transport):
                     f"{target.describe()}: jump host {jump.name} refused to forward to {where} ({exc.text}); "
                     "it needs `AllowTcpForwarding yes`",
                 ) from None
-            category = _SSH if "refused" in exc.text.lower() else _NETWORK
+            # OpenSSH says only "Connect failed": refused and unreachable look the same from here.
             raise TransportError(
-                category, f"{target.describe()}: jump host {jump.name} could not connect to {where}: {exc.text}"
+                _NETWORK,
+                f"{target.describe()}: jump host {jump.name} could not connect to {where} ({exc.text}): the host "
+                "is down, unreachable from the jump host, or not running sshd on that port",
             ) from None
         except (paramiko.SSHException, EOFError, OSError) as exc:
             if conn.is_active():
@@ -434,13 +436,6 @@ class SshTransport(Transport):
                     _NETWORK, f"{target.describe()}: jump host {jump.name} did not open a tunnel to {where}: {exc}"
                 ) from None
             raise TransportError(_SSH, f"{target.describe()}: connection to jump host {jump.name} lost: {exc}") from None
-
-    def _private_jump(self) -> SshTransport:
-        assert self.target.jump is not None
-        with self._lock:
-            if self._own_jump is None:
-                self._own_jump = SshTransport(self.target.jump)
-            return self._own_jump
 
     # -- errors ----------------------------------------------------------------------------
 
