@@ -7,6 +7,7 @@ import getpass
 import os
 import socket
 import stat
+import subprocess
 import threading
 import time
 from dataclasses import replace
@@ -177,6 +178,26 @@ def test_missing_and_encrypted_identity_files(sshd: SshServer, tmp_path: Path, m
     assert secret not in str(error)
 
 
+def test_keys_from_ssh_agent(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no default ~/.ssh/id_* keys to fall back on
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not socket_path.exists():
+            assert time.monotonic() < deadline, "ssh-agent did not start"
+            time.sleep(0.02)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        no_key = connect_error(sshd.target(identity_file=None))
+        assert "there was no key to offer" in str(no_key)
+        subprocess.run(["ssh-add", str(sshd.client_key)], check=True, capture_output=True, timeout=10)
+        with SshTransport(sshd.target(identity_file=None)) as transport:
+            assert transport.run(["echo", "via agent"]).stdout_tail == "via agent"
+    finally:
+        agent.kill()
+        agent.wait()
+
+
 # -- reaching the host ---------------------------------------------------------------------
 
 
@@ -328,3 +349,16 @@ def test_closing_a_transport_drops_the_connection_and_reuse_reconnects(sshd: Ssh
     assert transport.run(["echo", "back"]).stdout_tail == "back"
     transport.close()
     assert sshd.log().count("Accepted publickey") == 2
+
+
+def test_the_pid_line_is_found_among_shell_startup_noise() -> None:
+    """A chatty rc file on the host may print before the wrapper reports its PID."""
+    from harness.execution.transport.base import LineStream
+    from harness.execution.transport.ssh import _PidLine
+
+    lines: list[str] = []
+    stdout = _PidLine(LineStream(lines.append, None, 10))
+    for chunk in (b"Welcome to lab-", b"n150\ntt-harness-p", b"id 4242\nfirst", b" line\n", b"tt-harness-pid 7\n"):
+        stdout.feed(chunk)
+    assert stdout.pid == 4242
+    assert lines == ["Welcome to lab-n150", "first line", "tt-harness-pid 7"]

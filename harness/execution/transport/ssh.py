@@ -13,6 +13,7 @@ import fcntl
 import getpass
 import logging
 import os
+import posixpath
 import secrets
 import select
 import shlex
@@ -265,9 +266,10 @@ class SshTransport(Transport):
         with open_regular_file(local, what) as source:
             info = os.fstat(source.fileno())
             check_size(info.st_size, max_bytes, what)
-            head, _, base = remote.rpartition("/")
             # Written beside the destination, then renamed over it: readers never see half a file.
-            tmp = f"{head}/.{base}.{secrets.token_hex(4)}.part" if head else f".{base}.{secrets.token_hex(4)}.part"
+            tmp = posixpath.join(
+                posixpath.dirname(remote), f".{posixpath.basename(remote)}.{secrets.token_hex(4)}.part"
+            )
             with self._sftp(f"copying {local} to {remote}") as sftp:
                 try:
                     with sftp.open(tmp, "wb") as handle:
@@ -275,15 +277,11 @@ class SshTransport(Transport):
                         size = copy_limited(source, handle, max_bytes, what)
                     sftp.chmod(tmp, stat.S_IMODE(info.st_mode))
                     sftp.posix_rename(tmp, remote)
-                except OSError as exc:
+                except BaseException as exc:
                     with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
                         sftp.remove(tmp)
-                    if not sftp.get_channel().get_transport().is_active():
-                        raise
-                    raise ArtifactError(f"cannot write {remote} on {self.name}: {exc.strerror or exc}") from None
-                except BaseException:
-                    with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
-                        sftp.remove(tmp)
+                    if isinstance(exc, OSError) and sftp.get_channel().get_transport().is_active():
+                        raise ArtifactError(f"cannot write {remote} on {self.name}: {exc.strerror or exc}") from None
                     raise
             return size
 
@@ -390,7 +388,8 @@ class SshTransport(Transport):
             if target.keepalive and hasattr(socket, "TCP_USER_TIMEOUT"):
                 # paramiko sends a keepalive each interval while idle; a peer that acknowledges
                 # nothing for three intervals is dead (like ServerAliveCountMax=3), so a command
-                # on a vanished host fails instead of hanging.
+                # on a vanished host fails instead of hanging. A slow command cannot trip this:
+                # SSH's channel windows throttle data before TCP's window closes.
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(target.keepalive * 3000))
             return sock
         if isinstance(failure, ConnectionRefusedError):
