@@ -39,7 +39,7 @@ HOSTILE = [
 ]
 
 
-@pytest.fixture(params=["local", "ssh"])
+@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
 def transport(request: pytest.FixtureRequest) -> Transport:
     if request.param == "local":
         return LocalTransport()
