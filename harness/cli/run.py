@@ -45,10 +45,14 @@ def run(
     counts = ", ".join(f"{n} {name}" for name, n in report.summary()["counts"].items() if n)
     typer.echo(f"{job.name}: {counts} (run {report.run_id})")
     for suite in report.suites:
+        # One line per distinct verdict: a failed preflight says the same for every check.
+        groups: dict[tuple[str, str], list[str]] = {}
         for case in suite.cases:
             if case.outcome.value not in ("pass", "xfail", "skip"):
                 category = f"/{case.verdict.category}" if case.verdict.category else ""
-                typer.echo(f"  {suite.host}: {case.name}: {case.outcome}{category}: {case.verdict.message}")
+                groups.setdefault((f"{case.outcome}{category}", case.verdict.message), []).append(case.name)
+        for (outcome, message), names in groups.items():
+            typer.echo(f"  {suite.host}: {', '.join(names)}: {outcome}: {message}")
     typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}")
     sys.stdout.flush()
     raise typer.Exit(report.exit_code)

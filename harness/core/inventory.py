@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.errors import InputError, Problem
+from harness.core.errors import InputError
 from harness.core.profiles import default_boards
-from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file
+from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_named
 
 TRANSPORTS = ("ssh", "local")
 HOST_KEY_POLICIES = ("strict", "accept-new")
@@ -76,19 +76,7 @@ class Inventory:
 def load_inventory(path: str | Path) -> Inventory:
     root = load_file(path)
     f = Fields(root, "inventory", required=("hosts",))
-    problems: list[Problem] = []
-    hosts: list[Host] = []
-    nodes: dict[str, Node] = {}
-    for node in f.req("hosts").as_list("hosts"):
-        try:
-            host = _host(node)
-        except InputError as exc:
-            problems.extend(exc.problems)
-            continue
-        if host.name in nodes:
-            problems.append(node.problem(f"duplicate host name {host.name!r} (first at line {nodes[host.name].line})"))
-        nodes[host.name] = node
-        hosts.append(host)
+    hosts, nodes, problems = parse_named(f.req("hosts").as_list("hosts"), _host, lambda h: h.name, "host name")
     names = tuple(nodes)
     for host in hosts:
         if host.jump is not None:

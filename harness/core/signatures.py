@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Hashable, Iterator, Sequence, TypeVar
 
-from harness.core.errors import InputError, Problem
+from harness.core.configs import config_path
+from harness.core.errors import InputError
 from harness.core.outcomes import EnvCategory
-from harness.core.yamlnodes import Fields, Node, load_file
+from harness.core.yamlnodes import Fields, Node, load_file, parse_named
 
 try:  # the regex parser is what finds the literals every match must contain
     from re import _parser as _sre  # Python >= 3.11
@@ -100,9 +101,8 @@ def _catalog_patterns(catalog: Catalog) -> "PatternSet[Signature]":
 
 @functools.lru_cache(maxsize=1)
 def default_catalog() -> Catalog:
-    """The catalog shipped with the harness, at ``configs/signatures.yaml`` in the repo root
-    (the package is installed editable, so the repo is two levels above this package)."""
-    return load_catalog(Path(__file__).resolve().parents[2] / "configs" / "signatures.yaml")
+    """The catalog in ``configs/signatures.yaml`` (see :mod:`harness.core.configs`)."""
+    return load_catalog(config_path("signatures.yaml"))
 
 
 _ENTRY_KEYS = ("id", "category", "severity", "pattern", "source", "example")
@@ -112,21 +112,7 @@ def load_catalog(path: str | Path) -> Catalog:
     """Read, validate and compile a catalog; every problem is reported as ``path:line:col``."""
     root = load_file(path)
     entries = Fields(root, "signature catalog", required=("signatures",)).req("signatures")
-    problems: list[Problem] = []
-    signatures: list[Signature] = []
-    seen: dict[str, Node] = {}
-    for node in entries.as_list("signatures"):
-        try:
-            signature = _entry(node)
-        except InputError as exc:
-            problems.extend(exc.problems)
-            continue
-        if signature.id in seen:
-            first = seen[signature.id]
-            problems.append(node.problem(f"duplicate signature id {signature.id!r} (first at line {first.line})"))
-            continue
-        seen[signature.id] = node
-        signatures.append(signature)
+    signatures, _, problems = parse_named(entries.as_list("signatures"), _entry, lambda s: s.id, "signature id")
     if problems:
         raise InputError(problems)
     if not signatures:

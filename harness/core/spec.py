@@ -16,7 +16,7 @@ from typing import Mapping
 from harness.core.errors import InputError, Problem
 from harness.core.outcomes import KnownBug
 from harness.core.profiles import Profile, parse_profile
-from harness.core.yamlnodes import Fields, Node, load_file
+from harness.core.yamlnodes import Fields, Node, load_file, parse_named
 
 ARCHES = ("wormhole_b0", "blackhole")
 BOARDS = ("n150", "n300", "t3000", "galaxy", "p150", "p300")
@@ -300,18 +300,8 @@ def _checks(node: Node, spec_dir: Path, problems: list[Problem]) -> tuple[CheckS
     items = node.as_list("checks")
     if not items:
         raise node.fail("a job needs at least one check")
-    checks: list[CheckSpec] = []
-    seen: dict[str, Node] = {}
-    for item in items:
-        try:
-            check = _check(item, spec_dir)
-        except InputError as exc:
-            problems.extend(exc.problems)
-            continue
-        if check.name in seen:
-            problems.append(item.problem(f"duplicate check name {check.name!r} (first at line {seen[check.name].line})"))
-        seen[check.name] = item
-        checks.append(check)
+    checks, _, found = parse_named(items, lambda item: _check(item, spec_dir), lambda c: c.name, "check name")
+    problems.extend(found)
     return tuple(checks)
 
 

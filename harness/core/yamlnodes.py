@@ -12,7 +12,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import yaml
 
@@ -151,6 +151,32 @@ class Fields:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.map)
+
+
+T = TypeVar("T")
+
+
+def parse_named(
+    items: list[Node], parse: Callable[[Node], T], name_of: Callable[[T], str], what: str
+) -> tuple[list[T], dict[str, Node], list[Problem]]:
+    """Parse every item of a list, collecting problems instead of stopping at the first, and
+    refusing a name given twice. Returns the items, each name's node, and the problems."""
+    parsed: list[T] = []
+    nodes: dict[str, Node] = {}
+    problems: list[Problem] = []
+    for node in items:
+        try:
+            item = parse(node)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        name = name_of(item)
+        if name in nodes:
+            problems.append(node.problem(f"duplicate {what} {name!r} (first at line {nodes[name].line})"))
+            continue
+        nodes[name] = node
+        parsed.append(item)
+    return parsed, nodes, problems
 
 
 def did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:

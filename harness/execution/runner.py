@@ -35,7 +35,6 @@ from harness.core.outcomes import (
     Attempt,
     CaseResult,
     EnvCategory,
-    Evidence,
     HarnessErrorKind,
     Outcome,
     Verdict,

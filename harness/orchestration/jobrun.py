@@ -36,7 +36,7 @@ from harness.execution import images
 from harness.execution.connect import Connections
 from harness.execution.preflight import preflight
 from harness.execution.runner import HostContext, Runner
-from harness.execution.transport import Transport, TransportError
+from harness.execution.transport import TransportError
 
 LineSink = Callable[[str], None]
 # Preflight checks that matter to a job without a card (a compiler pipeline).
