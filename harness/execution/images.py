@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import enum
+import errno
 import fnmatch
 import hashlib
 import io
@@ -62,8 +63,9 @@ _LOAD_TIMEOUT = 3600.0
 class ImageError(Exception):
     """Building or moving an image failed; never a traceback for the user.
 
-    ``category`` is the environment fault (``docker``: engine unreachable; ``image``: a build,
-    push, pull or load failed; ``disk``: out of space). ``step_failed`` marks a build whose
+    ``category`` is the environment fault (``docker``: an engine unreachable or unusable;
+    ``image``: a build, push, pull or load failed; ``disk``: out of space; ``timeout``: a remote
+    docker command ran out of time). ``step_failed`` marks a build whose
     Dockerfile step itself failed: a real failure of the build rather than of the environment.
     ``log_tail`` holds the last output lines of the failing step or command.
     """
@@ -403,7 +405,11 @@ def _build(client: docker.DockerClient, rendering: Rendering, on_progress: Progr
     image_id = None
     error = None
     with tempfile.TemporaryFile(prefix="tt-harness-context-") as context:
-        write_context(rendering, context)
+        try:
+            write_context(rendering, context)
+        except OSError as exc:  # a file vanished mid-walk, or the temp dir is full
+            category = EnvCategory.DISK if exc.errno == errno.ENOSPC else EnvCategory.IMAGE
+            raise ImageError(category, f"cannot pack the build context of {rendering.tag}: {exc}") from None
         context.seek(0)
         try:
             stream = client.api.build(
