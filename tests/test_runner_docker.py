@@ -261,3 +261,40 @@ def test_the_same_run_over_ssh(standin_image, standin_card, tmp_path, sshd):
     stdout = next(p for p in (tmp_path / "logs" / "hostile").rglob("stdout.log")).read_text()
     assert stdout == "".join(f"[{a}]" for a in args)
     assert not marker.exists()
+
+
+@pytest.mark.ssh
+def test_connection_lost_mid_run_then_leftover_container_removed(standin_image, standin_card, tmp_path, sshd):
+    """The SSH connection dies while a check runs: env_fault/ssh, and the container it left
+    running on the host is removed as soon as the host answers again."""
+    import threading
+    import time
+
+    checks = (
+        "- {name: long, kind: command, command: [sleep, '120'], timeout: 100}\n"
+        "- {name: next, kind: command, command: ['true'], timeout: 60}\n"
+    )
+    spec = _job(tmp_path, standin_card, checks)
+    job = load_job(spec)
+    engine = docker_client()
+    with SshPool() as pool:
+        runner = _runner(spec, tmp_path, transport=pool.get(sshd.target()))
+        label = {"label": f"harness.run={runner.run_id}"}
+
+        def cut_when_running() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not engine.containers.list(filters=label):
+                time.sleep(0.2)
+            sshd.drop_connections()
+
+        cutter = threading.Thread(target=cut_when_running)
+        cutter.start()
+        (lost,) = runner.run_check(job.check("long"))
+        cutter.join()
+        assert lost.outcome is Outcome.ENV_FAULT and lost.verdict.category is EnvCategory.SSH
+        assert "connection lost" in lost.verdict.message and "removed when standin answers again" in lost.verdict.message
+        assert len(engine.containers.list(filters=label)) == 1  # still running on the host
+
+        (after,) = runner.run_check(job.check("next"))
+    assert after.outcome is Outcome.PASS
+    assert engine.containers.list(all=True, filters=label) == []

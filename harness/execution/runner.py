@@ -92,6 +92,7 @@ class Runner:
         self.log_dir = log_dir
         self.on_line = on_line
         self.secrets = secrets if secrets is not None else dict(os.environ)
+        self._orphans = False  # a lost connection may have left a container running there
 
     # -- public --------------------------------------------------------------------------
     def run_check(self, check: CheckSpec) -> list[CaseResult]:
@@ -131,6 +132,9 @@ class Runner:
         local.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         try:
+            if self._orphans:
+                self.remove_leftovers()  # the host answers again: clear what the lost run left
+                self._orphans = False
             missing = [v[2:-1] for v in check.env.values() if invocation.is_secret_ref(v) and v[2:-1] not in self.secrets]
             if missing:
                 raise _SpecProblem(f"env references ${{{missing[0]}}}, which is not set where harness runs")
@@ -163,6 +167,7 @@ class Runner:
         except TransportError as exc:
             verdict = exc.verdict()
             if exc.category is EnvCategory.SSH:
+                self._orphans = True
                 verdict = Verdict.env_fault(
                     exc.category,
                     f"{exc.message}; the check's container is removed when {self.host.name} answers again",
