@@ -186,9 +186,10 @@ def _result_type(verdict: Verdict) -> str:
 
 
 def _evidence_line(evidence: Evidence) -> str:
-    where = "line ?" if evidence.line is None else f"line {evidence.line}"
+    # Evidence from a log has a line; from preflight or a build it has none.
+    where = "" if evidence.line is None else f"line {evidence.line}: "
     signature = f" [signature: {evidence.signature}]" if evidence.signature else ""
-    return f"{where}: {evidence.text}{signature}"
+    return f"{where}{evidence.text}{signature}"
 
 
 def _evidence_body(verdict: Verdict) -> str:
