@@ -151,3 +151,9 @@ def test_inline_profile_gets_lint_warnings(tmp_path):
     assert len(texts) == 2
     assert texts[0].startswith(f"{path}:{line + 1}:3: warning: profile 'bare' does not mount /dev/hugepages-1G")
     assert "does not bind /sys" in texts[1]
+
+
+def test_local_checkout_must_exist(tmp_path):
+    path = _variant(tmp_path, "device-smoke.yaml", "  wheel: 0.81.1", "  path: ../no-such-checkout")
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}:{_line_of(path, 'no-such-checkout')}:9: image.path ") and "is not a folder" in problem

@@ -204,6 +204,8 @@ def _image(node: Node, spec_dir: Path) -> ImageSpec:
         raise f.req("ref").fail("image.ref only goes with image.git")
     if f.has("path"):
         checkout = (spec_dir / f.req("path").as_str("image.path")).resolve()
+        if not checkout.is_dir():
+            raise f.req("path").fail(f"image.path {checkout} is not a folder: point it at a tt-metal or tt-mlir checkout")
     if f.has("wheel"):
         if project != "tt-metal":
             raise f.req("wheel").fail("a ttnn wheel only provides tt-metal; tt-mlir images build from git or path")

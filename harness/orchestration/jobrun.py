@@ -159,8 +159,8 @@ def _plan(job: JobSpec, hosts: tuple[Host, ...]) -> dict[str, tuple[CheckSpec, .
 
 
 def _build(job: JobSpec, say: LineSink) -> images.BuiltImage | images.ImageError:
-    say(f"== {job.name}: image {images.image_tag(job)}")
     try:
+        say(f"== {job.name}: image {images.image_tag(job)}")
         return images.ensure_image(job, on_progress=say)
     except images.ImageError as exc:
         return exc
