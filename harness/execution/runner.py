@@ -42,6 +42,7 @@ from harness.core.outcomes import (
     combine_attempts,
 )
 from harness.core.spec import CheckSpec, JobSpec
+from harness.mlir.check import judge_pipeline_output
 from harness.execution.transport.base import ArtifactError, Transport, TransportError
 
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024  # gtest XML and compiler output; a bigger one is a bug
@@ -206,13 +207,8 @@ class Runner:
         yield classname, check.name, Attempt(self._classify_logs(local, result.exit_status), duration, output)
 
     def _judge_mlir(self, check, workdir, local, result) -> Verdict:
-        from harness.mlir.check import judge_pipeline_output
-
         if result.exit_status != 0:
-            verdict = self._classify_logs(local, result.exit_status)
-            if verdict.outcome is Outcome.PASS:  # a compiler crash without a known signature
-                verdict = Verdict(Outcome.FAIL, message=f"the compiler pipeline exited {result.exit_status}")
-            return verdict
+            return self._classify_logs(local, result.exit_status)  # a compiler crash is a real failure
         output = local / invocation.MLIR_OUTPUT
         try:
             self.transport.get(f"{workdir}/out/{invocation.MLIR_OUTPUT}", output, MAX_ARTIFACT_BYTES)
@@ -226,8 +222,6 @@ class Runner:
 
     def _confirm_with_eio_off(self, check: CheckSpec, attempt_dir: Path, verdict: Verdict) -> Verdict:
         """A/B: rerun with EraseInverseOps disabled; order restored there confirms EIO as the cause."""
-        from harness.mlir.check import judge_pipeline_output
-
         control = dataclasses.replace(check, name=f"{check.name}-eio-off", command=eio_disabled(check.command), ab=False)
         local = attempt_dir / "eio-off"
         local.mkdir(parents=True, exist_ok=True)
