@@ -213,3 +213,25 @@ def registry_server() -> Iterator[str]:
 def local_registry() -> Iterator[str]:
     with registry_server() as address:
         yield address
+
+
+def build_standin_image(tag: str, files: dict[str, Path], env_path: str = "/usr/local/bin:/bin") -> str:
+    """busybox plus the given files (name in /usr/local/bin -> local path): a STAND-IN for a
+    real tool image (ttml_tests, ttmlir-opt) that cannot be built here."""
+    import io
+    import tarfile
+
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        lines = [f"FROM {ensure_busybox_image()}"]
+        for name, path in files.items():
+            tar.add(path, arcname=name)
+            lines.append(f"COPY {name} /usr/local/bin/{name}")
+        lines.append(f"ENV PATH={env_path}")
+        dockerfile = ("\n".join(lines) + "\n").encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+    context.seek(0)
+    docker_client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
+    return tag

@@ -9,11 +9,9 @@ with the profile's options, the in-container probe, the gtest XML, the classifie
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 import subprocess
-import tarfile
 import textwrap
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from harness.core.outcomes import EnvCategory, HarnessErrorKind, Outcome, SuiteR
 from harness.core.spec import load_job
 from harness.execution.runner import HostContext, Runner
 from harness.execution.transport import LocalTransport, SshPool
-from tests.images import docker_client, ensure_busybox_image
+from tests.images import build_standin_image, docker_client
 from tests.sshd import sshd, sshd_factory  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,16 +45,7 @@ def standin_image(tmp_path_factory) -> str:
     )
     if built.returncode != 0:
         pytest.fail(f"cannot build the stand-in gtest binary (needs g++ and libgtest-dev):\n{built.stderr}", pytrace=False)
-    base = ensure_busybox_image()
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        tar.add(binary, arcname="ttml_tests")
-        dockerfile = f"FROM {base}\nCOPY ttml_tests /usr/local/bin/ttml_tests\n".encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
-        tar.addfile(info, io.BytesIO(dockerfile))
-    context.seek(0)
-    docker_client().images.build(fileobj=context, custom_context=True, tag=STANDIN_IMAGE, rm=True)
+    build_standin_image(STANDIN_IMAGE, {"ttml_tests": binary})
     return STANDIN_IMAGE
 
 

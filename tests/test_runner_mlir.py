@@ -7,8 +7,6 @@ and prints an --mlir-print-ir-after-all dump. The input is the real job's input.
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from harness.core.outcomes import Outcome
 from harness.core.spec import load_job
 from harness.execution.runner import HostContext, Runner, eio_disabled
 from harness.execution.transport import LocalTransport
-from tests.images import docker_client, ensure_busybox_image
+from tests.images import build_standin_image
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "data" / "standin" / "ttmlir-opt"
@@ -28,19 +26,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="module")
 def ttmlir_image() -> str:
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        tar.add(STANDIN, arcname="ttmlir-opt")
-        dockerfile = (
-            f"FROM {ensure_busybox_image()}\nCOPY ttmlir-opt /usr/local/bin/ttmlir-opt\n"
-            "ENV PATH=/usr/local/bin:/bin\n"
-        ).encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
-        tar.addfile(info, io.BytesIO(dockerfile))
-    context.seek(0)
-    docker_client().images.build(fileobj=context, custom_context=True, tag=IMAGE, rm=True)
-    return IMAGE
+    return build_standin_image(IMAGE, {"ttmlir-opt": STANDIN})
 
 
 def _run(tmp_path: Path, env: str = "", ab: bool = True):
