@@ -27,6 +27,7 @@ from harness.core.spec import load_job
 from harness.execution import images
 from harness.execution.transport.local import LocalTransport
 from tests.images import busybox_image, debian_image, docker_engine, local_registry, remote_engine  # noqa: F401
+from tests.sshd import sshd, sshd_factory  # noqa: F401  (fixtures)
 from tests.test_images import write_job
 
 pytestmark = pytest.mark.docker
@@ -309,3 +310,19 @@ def test_tt_mlir_on_a_base_without_build_tools_says_what_is_missing(tmp_path, de
         images.ensure_image(job)
     assert info.value.step_failed
     assert "tt-mlir needs cmake ninja clang clang++ in the base image" in " ".join(info.value.log_tail)
+
+
+@pytest.mark.ssh
+def test_save_load_over_ssh_into_a_host_engine(small_image, remote_engine, sshd):
+    """The same delivery through a real sshd: docker save streams over the SSH channel's stdin."""
+    from harness.execution.transport import SshPool
+
+    built, marker = small_image
+    docker_cmd = images.host_docker_command(lab_host(remote_engine.url))
+    with SshPool() as pool:
+        transport = pool.get(sshd.target())
+        first = images.distribute(built, transport, docker_argv=docker_cmd)
+        second = images.distribute(built, transport, docker_argv=docker_cmd)
+    assert first.delivery is images.Delivery.LOADED and second.delivery is images.Delivery.SKIPPED
+    payload = remote_engine.client.containers.run(built.tag, ["cat", "/payload"], remove=True, network_mode="none")
+    assert payload.decode().strip() == marker
