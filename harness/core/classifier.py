@@ -53,13 +53,33 @@ anchors (see :class:`~harness.core.signatures.PatternSet`) finds candidate lines
 are decoded and matched, and only a bounded number of evidence lines is kept. Line numbers
 are exact; a line longer than 1 MiB is matched in overlapping 1 MiB pieces (a match longer
 than the 256 KiB overlap could be missed, one inside it may be reported twice).
+
+A regular file of more than 64 MB (``classify_file``, or ``classify_stream`` of an open file)
+is searched by one worker process per CPU, since the anchor search is nearly all of the work;
+this process, which needs the candidate lines in order, judges them as they come back. The
+file is cut into tasks of a few chunks. Each worker reads its task with ``pread`` in the very
+chunks, at the very offsets, the single-process reader uses, and returns the candidate lines
+and how many newlines it passed, from which this process numbers them. A task begins at the
+first chunk boundary where the single-process reader carries over only the unfinished line
+after the previous chunk's last newline (a chunk without a newline moves the boundary on), and
+its worker starts with that line as its carry: from there it is in the very state of the
+single-process reader, so it finds the same lines with the same numbers and cuts an overlong
+line into the same pieces, and the verdict is the same. Memory stays bounded: a chunk or two
+per worker and at most a few tasks' results waiting. Streams, line iterators and smaller files
+are read in this process only.
 """
 
 from __future__ import annotations
 
+import array
+import collections
 import enum
 import functools
+import io
+import os
 import re
+import stat
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -360,44 +380,71 @@ class _LogJudge:
         )
 
 
-def _feed(buf: bytes, end: int, line_number: int, judge: _LogJudge, patterns: PatternSet) -> int:
-    """Judge the candidate lines of ``buf[:end]`` (which ends at a line boundary, or is a piece
-    of an overlong line); returns the line number after it."""
-    position = 0
-    for start, stop in patterns.candidate_lines(buf, 0, end):
-        line_number += buf.count(b"\n", position, start)
-        raw = buf[start:stop]
+class _Scanner:
+    """Finds the candidate lines (those containing an anchor) of a log fed to it in chunks,
+    numbering them by counting newlines. ``carry`` is an unfinished line the log starts with."""
+
+    def __init__(self, patterns: PatternSet, carry: bytes = b"") -> None:
+        self.patterns = patterns
+        self.carry = carry
+        self.line = 1  # the number of the line ``carry`` belongs to
+
+    def feed(self, data: bytes) -> Iterator[tuple[int, bytes]]:
+        """The (line number, raw bytes) of each candidate line completed by ``data``."""
+        buf = self.carry + data if self.carry else data
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:
+            if len(buf) < _MAX_LINE:
+                self.carry = buf
+                return
+            # an overlong line: match this piece, and again its tail with the next piece
+            yield from self._lines(buf, len(buf))
+            self.carry = buf[-(_MAX_LINE // 4) :]
+            return
+        yield from self._lines(buf, cut)
+        self.carry = buf[cut:]
+
+    def finish(self) -> Iterator[tuple[int, bytes]]:
+        """The last line, if the log does not end with a newline."""
+        if self.carry:
+            yield from self._lines(self.carry, len(self.carry))
+
+    def _lines(self, buf: bytes, end: int) -> Iterator[tuple[int, bytes]]:
+        # ``buf[:end]`` ends at a line boundary, or is a piece of an overlong line
+        position = 0
+        for start, stop in self.patterns.candidate_lines(buf, 0, end):
+            self.line += buf.count(b"\n", position, start)
+            yield self.line, buf[start:stop]
+            position = start
+        self.line += buf.count(b"\n", position, end)
+
+
+def _judge(candidates: Iterable[tuple[int, bytes]], patterns: PatternSet) -> Verdict:
+    judge = _LogJudge()
+    for number, raw in candidates:
         text = raw.decode("utf-8", "replace").rstrip("\r")
-        judge.line(line_number, text, patterns.match(text, raw))
-        position = start
-    return line_number + buf.count(b"\n", position, end)
+        judge.line(number, text, patterns.match(text, raw))
+    return judge.verdict()
+
+
+def _candidates(chunks: Iterable[bytes], patterns: PatternSet) -> Iterator[tuple[int, bytes]]:
+    scanner = _Scanner(patterns)
+    for data in chunks:
+        yield from scanner.feed(data)
+    yield from scanner.finish()
 
 
 def _judge_chunks(chunks: Iterable[bytes], catalog: Catalog | None) -> Verdict:
     patterns = _patterns(catalog or default_catalog())
-    judge = _LogJudge()
-    carry = b""
-    line_number = 1
-    for data in chunks:
-        buf = carry + data if carry else data
-        cut = buf.rfind(b"\n") + 1
-        if cut == 0:
-            if len(buf) < _MAX_LINE:
-                carry = buf
-                continue
-            # an overlong line: match this piece, and again its tail with the next piece
-            line_number = _feed(buf, len(buf), line_number, judge, patterns)
-            carry = buf[-(_MAX_LINE // 4) :]
-            continue
-        line_number = _feed(buf, cut, line_number, judge, patterns)
-        carry = buf[cut:]
-    if carry:
-        _feed(carry, len(carry), line_number, judge, patterns)
-    return judge.verdict()
+    return _judge(_candidates(chunks, patterns), patterns)
 
 
 def classify_stream(stream: BinaryIO, catalog: Catalog | None = None) -> Verdict:
-    """Classify a log read from a binary stream, in big chunks and constant memory."""
+    """Classify a log read from a binary stream, in big chunks and constant memory. A big
+    regular file is scanned by all CPUs (see the module documentation)."""
+    workers = _parallel_workers(stream)
+    if workers > 1:
+        return _classify_in_parallel(stream, _patterns(catalog or default_catalog()), workers)
     return _judge_chunks(iter(lambda: stream.read(_CHUNK), b""), catalog)
 
 
@@ -428,3 +475,130 @@ def _batches(lines: Iterable[str]) -> Iterator[bytes]:
             batch, size = [], 0
     if batch:
         yield ("\n".join(batch) + "\n").encode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------------------------
+# A big file: the anchor scan on all CPUs
+
+_PARALLEL_MIN = 64 << 20  # below this, starting worker processes costs more than it saves
+_TASK_CHUNKS = 2  # chunks of log per task: small tasks balance the load and bound memory
+_AHEAD = 2  # tasks in flight per worker: enough to keep them busy, few enough to bound memory
+
+
+def _parallel_workers(stream: BinaryIO) -> int:
+    """How many worker processes should scan ``stream``: 0 unless it is a buffered regular file
+    with more than ``_PARALLEL_MIN`` bytes left, more than one CPU is usable, and this process
+    may fork (a daemonic process may not have children; forking a process with other threads
+    running could leave a child waiting forever on a lock one of them held)."""
+    if not isinstance(stream, io.BufferedReader):
+        return 0
+    try:
+        status = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return 0
+    if not stat.S_ISREG(status.st_mode) or status.st_size - stream.tell() <= _PARALLEL_MIN:
+        return 0
+    import multiprocessing  # only here: importing it costs small logs' callers ~15 ms
+
+    if multiprocessing.current_process().daemon or threading.active_count() > 1:
+        return 0
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _classify_in_parallel(stream: BinaryIO, patterns: PatternSet, workers: int) -> Verdict:
+    verdict = _judge(_parallel_candidates(stream.fileno(), stream.tell(), patterns, workers), patterns)
+    stream.seek(0, os.SEEK_END)  # consumed, as by the single-process reader
+    return verdict
+
+
+def _parallel_candidates(fd: int, base: int, patterns: PatternSet, workers: int) -> Iterator[tuple[int, bytes]]:
+    """The candidate lines of the file from offset ``base`` on, numbered from 1 there, found by
+    ``workers`` processes; in file order, with at most ``_AHEAD`` tasks' results per worker
+    waiting in memory. A worker that dies (say, killed for memory) raises BrokenProcessPool."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    task = _TASK_CHUNKS * _CHUNK
+    starts = range(base, os.fstat(fd).st_size, task)
+    tasks = iter([(start, start + task) for start in starts[:-1]] + [(starts[-1], None)])  # the last reads to EOF
+    context = multiprocessing.get_context("fork")  # the workers inherit fd and patterns
+    with ProcessPoolExecutor(workers, context, initializer=_start_worker, initargs=(fd, base, patterns)) as pool:
+        pending: collections.deque = collections.deque()
+        lines_before = 0
+        while True:
+            while len(pending) < workers * _AHEAD and (args := next(tasks, None)) is not None:
+                pending.append(pool.submit(_scan_task, *args))
+            if not pending:
+                return
+            newlines, numbers, lines = pending.popleft().result()
+            end = -1
+            for number in numbers:
+                start, end = end + 1, lines.index(b"\n", end + 1)
+                yield lines_before + number, lines[start:end]
+            lines_before += newlines
+
+
+_worker: tuple = ()  # in a worker process, (fd, base, patterns): set by _start_worker
+
+
+def _start_worker(fd: int, base: int, patterns: PatternSet) -> None:
+    global _worker
+    _worker = (fd, base, patterns)
+
+
+def _scan_task(start: int, stop: int | None) -> tuple[int, array.array, bytes]:
+    """Scan the lines of one task: from the first clean boundary at or after ``start`` to the
+    first at or after ``stop`` (or to the end of the file). Returns the number of newlines
+    scanned, and the task's candidate lines, numbered from 1, each ended by a newline."""
+    fd, base, patterns = _worker
+    numbers, lines = array.array("q"), bytearray()
+    resumed = (start, b"") if start == base else _clean_boundary(fd, start, stop)
+    if resumed is None:  # no clean boundary in this task: the task before runs on through it
+        return 0, numbers, b""
+    offset, carry = resumed
+    scanner = _Scanner(patterns, carry)
+    clean = False
+    while stop is None or offset < stop or not clean:
+        data = _read_chunk(fd, offset)
+        found = scanner.feed(data) if data else scanner.finish()
+        for number, raw in found:
+            numbers.append(number)
+            lines += raw
+            lines += b"\n"
+        if not data:
+            break
+        offset += len(data)
+        clean = _is_clean(data)
+    return scanner.line - 1, numbers, bytes(lines)  # the line carried over has no newline
+
+
+def _clean_boundary(fd: int, start: int, stop: int | None) -> tuple[int, bytes] | None:
+    """The first chunk boundary at or after ``start``, before ``stop``, after a clean chunk,
+    with the unfinished line carried over there; None if there is none."""
+    offset = start
+    while stop is None or offset < stop:
+        before = _read_chunk(fd, offset - _CHUNK)
+        if _is_clean(before):
+            return offset, before[before.rfind(b"\n") + 1 :]
+        if len(before) < _CHUNK:  # the end of the file: the previous task reads to it
+            return None
+        offset += _CHUNK
+    return None
+
+
+def _is_clean(chunk: bytes) -> bool:
+    """Whether the single-process reader, having read ``chunk``, carries over only the line
+    after its last newline. A short chunk is the end of the file, where the reader goes on to
+    its last line: no task starts there."""
+    return len(chunk) == _CHUNK and b"\n" in chunk
+
+
+def _read_chunk(fd: int, offset: int) -> bytes:
+    """The ``_CHUNK`` bytes at ``offset``, fewer only at the end of the file (a short read
+    elsewhere, however unlikely from a regular file, would shift the chunks)."""
+    data = os.pread(fd, _CHUNK, offset)
+    while 0 < len(data) < _CHUNK and (more := os.pread(fd, _CHUNK - len(data), offset + len(data))):
+        data += more
+    return data
