@@ -27,9 +27,12 @@ def run(
     root: str = typer.Option("/", "--root", help="Read hosts' /sys, /dev and /proc under this folder: anything but / is a STAND-IN host tree (tests, the simulated lab)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream build and test output."),
 ) -> None:
-    """Preflight the job's hosts, build and deliver its image, run every check in a correctly
-    mounted container, and write JUnit and summary.json. Exit 0 all passed, 1 a real failure
-    or xpass, 2 bad input (nothing ran), 3 environment faults only."""
+    """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
+
+    Each check runs in a container with the device profile's mounts; the JUnit feed and
+    summary.json tell real failures from environment faults. Exit 0 all passed, 1 a real
+    failure or xpass, 2 bad input (nothing ran), 3 environment faults only.
+    """
     try:
         job = load_job(job_path)
         lab = load_inventory(inventory or default_inventory())
