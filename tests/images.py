@@ -21,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -107,7 +108,8 @@ def second_engine() -> Iterator[Engine]:
     socket_path = root / "docker.sock"
     # An empty config file: the machine's /etc/docker/daemon.json would clash with these flags.
     (root / "daemon.json").write_text("{}")
-    namespace = f"tt-harness-test-{os.getpid()}-{root.name[-8:]}"
+    # containerd refuses "_" beside "-" or at an end, which mkdtemp's suffix may hold: use hex.
+    namespace = f"tt-harness-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     log = open(root / "dockerd.log", "wb")
     process = subprocess.Popen(
         [
