@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from harness.core.profiles import HUGEPAGES_1G, Profile
+from harness.core.secretref import is_secret_ref
 from harness.core.spec import CheckSpec, ImageSpec, JobSpec
 
 PROBE_EXIT = 97  # not used by docker (125-127), gtest (1), pytest (1-5) or signals (128+n)
@@ -152,10 +153,6 @@ def docker_run_argv(
         argv += [item.arg() for item in probe_items(device_ids, iommu)]
     argv += ["--", *container_command(check, job.image)]
     return argv
-
-
-def is_secret_ref(value: str) -> bool:
-    return value.startswith("${") and value.endswith("}")
 
 
 def quoted(argv: Sequence[str]) -> str:

@@ -9,7 +9,6 @@ say ``path:line:col``. Duplicate keys and anchors/aliases that could explode are
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -17,9 +16,9 @@ from typing import Any, Callable, Iterator, TypeVar
 import yaml
 
 from harness.core.errors import InputError, Problem
+from harness.core.secretref import is_secret_ref
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024  # a job spec or inventory is a few KB; refuse anything huge
-_SECRET_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class Node:
     def as_secret_ref(self, what: str) -> str:
         """Secrets are only ever ``${ENV_VAR}`` references, resolved at use time, never stored."""
         text = self.as_str(what)
-        if not _SECRET_REF.match(text):
+        if not is_secret_ref(text):
             raise self.fail(
                 f"{what} is a secret: write it as a ${{ENV_VAR}} reference and set the variable "
                 "in the environment; literal secrets are not accepted in specs"

@@ -40,6 +40,7 @@ import requests.exceptions
 
 from harness.core.inventory import Host, Registry
 from harness.core.outcomes import EnvCategory
+from harness.core.secretref import secret_name
 from harness.core.spec import ImageSpec, JobSpec
 
 ProgressCallback = Callable[[str], None]
@@ -679,12 +680,12 @@ def _auth_config(registry: Registry) -> dict[str, str] | None:
 def resolve_secret(reference: str | None, what: str, environ: Mapping[str, str] | None = None) -> str:
     """The value of a ``${ENV_VAR}`` reference, read from the environment now."""
     environ = os.environ if environ is None else environ
-    match = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", reference or "")
-    if match is None:
+    name = secret_name(reference)
+    if name is None:
         raise ImageError(EnvCategory.IMAGE, f"{what} must be a ${{ENV_VAR}} reference")
-    value = environ.get(match.group(1))
+    value = environ.get(name)
     if not value:
-        raise ImageError(EnvCategory.IMAGE, f"{what}: environment variable {match.group(1)} is not set")
+        raise ImageError(EnvCategory.IMAGE, f"{what}: environment variable {name} is not set")
     return value
 
 

@@ -41,6 +41,7 @@ from harness.core.outcomes import (
     apply_expectation,
     combine_attempts,
 )
+from harness.core.secretref import secret_name
 from harness.core.spec import CheckSpec, JobSpec
 from harness.mlir.check import judge_pipeline_output
 from harness.execution.transport.base import ArtifactError, Transport, TransportError
@@ -136,7 +137,7 @@ class Runner:
             if self._orphans:
                 self.remove_leftovers()  # the host answers again: clear what the lost run left
                 self._orphans = False
-            missing = [v[2:-1] for v in check.env.values() if invocation.is_secret_ref(v) and v[2:-1] not in self.secrets]
+            missing = [name for name in _secret_names(check).values() if name not in self.secrets]
             if missing:
                 raise _SpecProblem(f"env references ${{{missing[0]}}}, which is not set where harness runs")
             with self._workdir(check) as workdir:
@@ -287,7 +288,7 @@ class Runner:
                 self.transport.run(["rm", "-rf", "--", workdir], timeout=120)
 
     def _put_secrets(self, check: CheckSpec, workdir: str) -> None:
-        refs = {k: v[2:-1] for k, v in check.env.items() if invocation.is_secret_ref(v)}
+        refs = _secret_names(check)
         if not refs:
             return
         fd, path = tempfile.mkstemp(prefix="harness-secrets-")
@@ -309,6 +310,11 @@ class Runner:
 
 class _SpecProblem(Exception):
     pass
+
+
+def _secret_names(check: CheckSpec) -> dict[str, str]:
+    """Env key -> the variable its ``${VAR}`` reference names, for the check's secret env."""
+    return {key: name for key, value in check.env.items() if (name := secret_name(value))}
 
 
 def eio_disabled(command: Sequence[str]) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from harness.core.outcomes import (
     exit_code,
     summarize,
 )
+from harness.core.secretref import secret_name
 from harness.core.spec import CheckSpec, JobSpec
 from harness.execution import images
 from harness.execution.connect import Connections
@@ -242,7 +243,7 @@ def _mount_sources(job: JobSpec) -> tuple[str, ...]:
 
 
 def _is_secret_used(job: JobSpec, variable: str) -> bool:
-    return any(value == f"${{{variable}}}" for check in job.checks for value in check.env.values())
+    return any(secret_name(value) == variable for check in job.checks for value in check.env.values())
 
 
 def _now() -> str:
