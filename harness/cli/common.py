@@ -31,6 +31,11 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def split_names(options: Iterable[str]) -> tuple[str, ...]:
+    """``--hosts a,b --hosts c`` -> ("a", "b", "c")."""
+    return tuple(name.strip() for option in options for name in option.split(",") if name.strip())
+
+
 INVENTORY_ENV = "TT_HARNESS_INVENTORY"
 
 

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, print_json
+from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, print_json, split_names
 from harness.core.errors import InputError
 from harness.core.hostfacts import GIB, CheckStatus, PreflightReport, default_preflight_config
 from harness.core.inventory import Host, Inventory, load_inventory
@@ -89,12 +89,12 @@ def _usage(message: str) -> typer.Exit:
 
 
 def _chosen(lab: Inventory, options: List[str]) -> tuple[Host, ...]:
-    names = [name.strip() for option in options for name in option.split(",") if name.strip()]
+    names = split_names(options)
     known = tuple(host.name for host in lab.hosts)
     for name in names:
         if name not in known:
             raise _usage(f"unknown host {name!r} in --hosts{did_you_mean(name, known)}; {lab.path} has: {', '.join(known)}")
-    return lab.select(names=tuple(names)) if names else lab.hosts
+    return lab.select(names=names) if names else lab.hosts
 
 
 def _print_table(reports: list[PreflightReport]) -> None:

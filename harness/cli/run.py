@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input
+from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, split_names
 from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
 from harness.core.outcomes import EXIT_USAGE
@@ -36,7 +36,7 @@ def run(
     try:
         job = load_job(job_path)
         lab = load_inventory(inventory or default_inventory())
-        names = tuple(n.strip() for option in hosts or [] for n in option.split(",") if n.strip())
+        names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
         say = None if quiet else (lambda line: typer.echo(line, err=True))
         report = run_job(job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say, root=root, environ=dict(os.environ))
