@@ -13,9 +13,10 @@ from harness.core.errors import InputError, Problem
 from harness.core.inventory import load_inventory
 from harness.core.invocation import docker_run_argv, quoted
 from harness.core.outcomes import EXIT_OK, EXIT_USAGE
-from harness.core.profiles import load_profiles
+from harness.core.profiles import default_boards, load_profiles
 from harness.core.spec import load_job
 from harness.core.yamlnodes import load_file
+from harness.execution.images import docker_build_argv, image_tag
 
 
 def _kind_of(path: Path) -> str:
@@ -72,8 +73,6 @@ def render(
     as_json: bool = typer.Option(False, "--json", help='Print {"checks": [{"name", "docker_build", "docker_run"}]}.'),
 ) -> None:
     """Print, per check, the exact `docker build` and `docker run` argv, shell-quoted."""
-    from harness.execution.images import docker_build_argv, image_tag
-
     try:
         job = load_job(job_path)
     except InputError as exc:
@@ -103,6 +102,4 @@ def _default_devices(job) -> list[int]:
     """Without an inventory, assume the job's boards are numbered from /dev/tenstorrent/0."""
     if job.device is None:
         return []
-    from harness.core.profiles import default_boards
-
     return list(range(default_boards()[job.device.board].mmio_devices * job.device.count))

@@ -15,8 +15,8 @@ from typing import Mapping
 
 from harness.core.errors import InputError, Problem
 from harness.core.outcomes import KnownBug
-from harness.core.profiles import Profile, parse_profile
-from harness.core.yamlnodes import Fields, Node, load_file, parse_named
+from harness.core.profiles import Profile, default_boards, default_profiles, lint, parse_profile
+from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_named
 
 ARCHES = ("wormhole_b0", "blackhole")
 BOARDS = ("n150", "n300", "t3000", "galaxy", "p150", "p300")
@@ -122,8 +122,6 @@ class JobSpec:
 
 def load_job(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> JobSpec:
     """Load and validate one job spec. ``profiles`` is the catalog named profiles come from."""
-    from harness.core.profiles import default_profiles
-
     root = load_file(path)
     return parse_job(root, Path(path), default_profiles() if profiles is None else profiles)
 
@@ -155,8 +153,6 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
         raise InputError(problems)
     warnings = ()
     if device is not None:
-        from harness.core.profiles import default_boards, lint
-
         where = f.key_node("profile") if f.has("profile") else f.key_node("device")
         warnings = tuple(where.problem(f"warning: {text}") for text in lint(profile, default_boards()[device.board], device.shared))
     return JobSpec(
@@ -253,8 +249,6 @@ def _device(node: Node) -> DeviceRequirement:
     f = Fields(node, "device", required=("arch", "board"), optional=("count", "shared"))
     arch = f.req("arch").as_choice("device.arch", ARCHES)
     board = f.req("board").as_choice("device.board", BOARDS)
-    from harness.core.profiles import default_boards
-
     board_arch = default_boards()[board].arch
     if board_arch != arch:
         raise f.req("arch").fail(f"board {board} is {board_arch}, not {arch}")
@@ -270,8 +264,6 @@ def _profile_ref(node: Node | None, profiles: Mapping[str, Profile], needs_card:
         return parse_profile(node, name=None)
     name = node.as_str("profile")
     if name not in profiles:
-        from harness.core.yamlnodes import did_you_mean
-
         raise node.fail(
             f"unknown device profile {name!r}{did_you_mean(name, tuple(profiles))}; "
             f"known: {', '.join(sorted(profiles))} (or define one inline as a mapping)"
