@@ -593,12 +593,19 @@ def _per_device(
     return skip(name, "; ".join(reasons))
 
 
+def _unavailable(reading: Reading, what: str) -> _Judged | None:
+    """A driver attribute this tt-kmd lacks is skipped; one it fails to read is a sysfs fault."""
+    if reading.state == "missing":
+        return CheckStatus.SKIP, f"this tt-kmd does not expose {what}", None
+    if reading.state != "ok":
+        return CheckStatus.FAULT, f"cannot read {what}: {reading.text.strip()}", EnvCategory.SYSFS
+    return None
+
+
 def _card_type(device: DeviceFacts, board: Board, config: PreflightConfig) -> _Judged:
     reading = device.card_type
-    if reading.state == "missing":
-        return CheckStatus.SKIP, "this tt-kmd does not expose tt_card_type", None
-    if reading.state != "ok":
-        return CheckStatus.FAULT, f"cannot read tt_card_type: {reading.text.strip()}", EnvCategory.SYSFS
+    if unavailable := _unavailable(reading, "tt_card_type"):
+        return unavailable
     expected = config.card_types.get(board.name)
     if expected is None:
         return CheckStatus.SKIP, f"no tt_card_type name known for a {board.name} (configs/preflight.yaml)", None
@@ -615,10 +622,8 @@ def _card_type(device: DeviceFacts, board: Board, config: PreflightConfig) -> _J
 
 def _firmware(device: DeviceFacts, board: Board, config: PreflightConfig) -> _Judged:
     reading = device.fw_bundle
-    if reading.state == "missing":
-        return CheckStatus.SKIP, "this tt-kmd does not expose tt_fw_bundle_ver", None
-    if reading.state != "ok":
-        return CheckStatus.FAULT, f"cannot read tt_fw_bundle_ver: {reading.text.strip()}", EnvCategory.SYSFS
+    if unavailable := _unavailable(reading, "tt_fw_bundle_ver"):
+        return unavailable
     version = parse_version(reading.value or "")
     minimum = config.firmware_minimum[board.arch]
     if version is None:
@@ -656,10 +661,8 @@ def _heartbeat(device: DeviceFacts, delay: float) -> _Judged:
 
 def _busy(device: DeviceFacts) -> _Judged:
     path = f"/proc/driver/tenstorrent/{device.id}/pids"
-    if device.pids.state == "missing":
-        return CheckStatus.SKIP, f"this tt-kmd does not expose {path}", None
-    if device.pids.state != "ok":
-        return CheckStatus.FAULT, f"cannot read {path}: {device.pids.text.strip()}", EnvCategory.SYSFS
+    if unavailable := _unavailable(device.pids, path):
+        return unavailable
     if device.processes:
         users = ", ".join(f"PID {pid} ({comm})" for pid, comm in device.processes)
         return (
