@@ -26,6 +26,12 @@ def fail_input(exc: InputError) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
+def usage_error(message: str) -> typer.Exit:
+    """Print why the input is bad and return the exit to raise (2: nothing ran)."""
+    typer.echo(message, err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, sort_keys=False) + "\n")
     sys.stdout.flush()

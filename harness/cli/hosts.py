@@ -10,11 +10,11 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, print_json, split_names
+from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, print_json, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.hostfacts import GIB, CheckStatus, PreflightReport, default_preflight_config
 from harness.core.inventory import Host, Inventory, load_inventory
-from harness.core.outcomes import EXIT_ENV_FAULT, EXIT_OK, EXIT_USAGE
+from harness.core.outcomes import EXIT_ENV_FAULT, EXIT_OK
 from harness.core.yamlnodes import did_you_mean
 from harness.execution.preflight import preflight
 from harness.execution.connect import Connections
@@ -56,7 +56,7 @@ def check(
         raise fail_input(exc)
     chosen = _chosen(lab, hosts or [])
     if not root.startswith("/"):
-        raise _usage(f"--root must be an absolute path, got {root!r}")
+        raise usage_error(f"--root must be an absolute path, got {root!r}")
     config = default_preflight_config()
     if disk_min_gib is not None:
         config = replace(config, disk_min_bytes=disk_min_gib * GIB)
@@ -64,7 +64,7 @@ def check(
         connections = Connections(lab)
         connections.check(chosen)
     except ValueError as exc:
-        raise _usage(f"{path}: {exc}")
+        raise usage_error(f"{path}: {exc}")
 
     with connections:
 
@@ -82,18 +82,12 @@ def check(
     raise typer.Exit(EXIT_OK if all(report.ok for report in reports) else EXIT_ENV_FAULT)
 
 
-def _usage(message: str) -> typer.Exit:
-    """Print why the input is bad and return the exit to raise (2: nothing ran)."""
-    typer.echo(message, err=True)
-    return typer.Exit(EXIT_USAGE)
-
-
 def _chosen(lab: Inventory, options: List[str]) -> tuple[Host, ...]:
     names = split_names(options)
     known = tuple(host.name for host in lab.hosts)
     for name in names:
         if name not in known:
-            raise _usage(f"unknown host {name!r} in --hosts{did_you_mean(name, known)}; {lab.path} has: {', '.join(known)}")
+            raise usage_error(f"unknown host {name!r} in --hosts{did_you_mean(name, known)}; {lab.path} has: {', '.join(known)}")
     return lab.select(names=names) if names else lab.hosts
 
 

@@ -8,9 +8,9 @@ from typing import Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import fail_input, print_json
+from harness.cli.common import fail_input, print_json, usage_error
 from harness.core.errors import InputError
-from harness.core.outcomes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from harness.core.outcomes import EXIT_FAILURE, EXIT_OK
 from harness.mlir.locations import FusedPolicy
 from harness.mlir.order import NO_INDEX_HINT, OrderReport, check_order
 from harness.mlir.passes import PassesReport, find_culprit
@@ -34,8 +34,7 @@ def order_check(
 
     Exit 0 in order, 1 out of order, 2 unreadable input or no index location."""
     if (file is None) == (passes is None):
-        typer.echo("order-check: give either an MLIR FILE or --passes DUMP", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise usage_error("order-check: give either an MLIR FILE or --passes DUMP")
     try:
         if file is not None:
             report = check_order(read_module(str(file), fused))

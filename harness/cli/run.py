@@ -10,10 +10,9 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, split_names
+from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
-from harness.core.outcomes import EXIT_USAGE
 from harness.core.spec import load_job
 from harness.orchestration.jobrun import run_job
 
@@ -43,8 +42,7 @@ def run(
     except InputError as exc:
         raise fail_input(exc)
     except ValueError as exc:  # e.g. a jump-host loop in the inventory
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise usage_error(str(exc))
     counts = ", ".join(f"{n} {name}" for name, n in report.summary()["counts"].items() if n)
     typer.echo(f"{job.name}: {counts} (run {report.run_id})")
     for suite in report.suites:
