@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, print_json, split_names, usage_error
+from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, print_json, resolve_inventory, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.hostfacts import GIB, CheckStatus, PreflightReport, default_preflight_config
 from harness.core.inventory import Host, Inventory, load_inventory
@@ -30,6 +30,7 @@ def check(
     inventory: Optional[Path] = typer.Option(
         None, "--inventory", "-i", help=f"The lab inventory (default: ${INVENTORY_ENV}, else configs/local.yaml)."
     ),
+    lab_name: Optional[str] = typer.Option(None, "--lab", help=LAB_OPTION_HELP),
     hosts: Optional[List[str]] = typer.Option(
         None, "--hosts", help="Only these hosts: names, comma-separated or the option repeated."
     ),
@@ -49,7 +50,7 @@ def check(
     """Preflight every host: driver, device nodes, sysfs, firmware, heartbeat, hugepages, users
     of the cards, tt-smi, Docker and disk. Exit 0: all fit (warnings allowed); 3: a host has
     an environment fault; 2: bad input."""
-    path = inventory or default_inventory()
+    path = resolve_inventory(inventory, lab_name)
     try:
         lab = load_inventory(path)
     except InputError as exc:

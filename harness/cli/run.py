@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import INVENTORY_ENV, default_inventory, fail_input, split_names, usage_error
+from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resolve_inventory, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
 from harness.core.spec import load_job
@@ -20,6 +20,7 @@ from harness.orchestration.jobrun import run_job
 def run(
     job_path: Path = typer.Argument(..., metavar="JOB", help="A job spec."),
     inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help=f"The lab inventory (default: ${INVENTORY_ENV}, else configs/local.yaml)."),
+    lab_name: Optional[str] = typer.Option(None, "--lab", help=LAB_OPTION_HELP),
     hosts: Optional[List[str]] = typer.Option(None, "--hosts", help="Only these hosts: names, comma-separated or the option repeated."),
     junit_path: Optional[Path] = typer.Option(None, "--junit", help="Where to write the JUnit feed (default: OUT/junit.xml)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Reports and logs (default: out/<job>)."),
@@ -34,7 +35,7 @@ def run(
     """
     try:
         job = load_job(job_path)
-        lab = load_inventory(inventory or default_inventory())
+        lab = load_inventory(resolve_inventory(inventory, lab_name))
         names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
         say = None if quiet else (lambda line: typer.echo(line, err=True))

@@ -30,6 +30,9 @@ KMD_VERSION = "/sys/module/tenstorrent/version"
 HUGEPAGES_1G_SYSFS = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
 GIB = 1024**3
 
+# The checks that matter to a check without a card (a compiler pipeline): reaching the host
+# ("connect", "gather"), its Docker engine and its disk.
+CARDLESS_CHECKS = frozenset({"connect", "gather", "docker", "disk"})
 # The check names, in the order they are reported; the first fault decides the category.
 CHECKS = (
     "kmd", "device-nodes", "card-type", "firmware", "heartbeat", "device-busy",
@@ -817,11 +820,16 @@ class PreflightReport:
         """No fault; warnings and skips still pass."""
         return not self.faults
 
-    def verdict(self) -> Verdict:
-        """The ``env_fault`` every check planned on this host becomes: the first fault's
-        category, a message naming every fault, and one evidence line per failed check.
-        Only for a host that failed (``not report.ok``)."""
-        faults = self.faults
+    def blocking(self, needs_card: bool = True) -> tuple[PreflightCheck, ...]:
+        """The faults that keep a check from running here: all of them for a check that uses
+        the card, only the host's own (connection, Docker, disk) for one that does not."""
+        return tuple(c for c in self.faults if needs_card or c.name in CARDLESS_CHECKS)
+
+    def verdict(self, needs_card: bool = True) -> Verdict:
+        """The ``env_fault`` a check blocked on this host becomes: the first blocking fault's
+        category, a message naming every blocking fault, and one evidence line for each.
+        Only for a check that is blocked (``report.blocking(needs_card)`` is not empty)."""
+        faults = self.blocking(needs_card)
         if not faults:
             raise ValueError(f"host {self.host} passed preflight: there is no fault verdict")
         message = f"host {self.host} failed preflight: " + "; ".join(f"{c.name}: {c.reason}" for c in faults)

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from harness.core.profiles import HUGEPAGES_1G, Profile
 from harness.core.secretref import is_secret_ref
-from harness.core.spec import CheckSpec, ImageSpec, JobSpec
+from harness.core.spec import CheckSpec, ImageSpec, JobSpec, check_profile
 
 PROBE_EXIT = 97  # not used by docker (125-127), gtest (1), pytest (1-5) or signals (128+n)
 PROBE_PREFIX = "harness-probe:"
@@ -85,6 +85,12 @@ def probe_items(device_ids: Sequence[int], iommu: bool = False) -> tuple[ProbeIt
     return tuple(items)
 
 
+def needs_card(job: JobSpec, check: CheckSpec) -> bool:
+    """Whether a check uses the job's card: a card job's checks do, except those run with a
+    cardless profile (a compiler check beside the kernel checks)."""
+    return job.device is not None and not check_profile(job, check).cardless
+
+
 def container_command(check: CheckSpec, image: ImageSpec) -> list[str]:
     """The argv of the test itself, inside the container."""
     if check.kind == "gtest":
@@ -129,7 +135,7 @@ def docker_run_argv(
     profile: Profile | None = None,
 ) -> list[str]:
     """The complete ``docker run`` argv for one attempt of one check."""
-    profile = profile or job.profile
+    profile = profile or check_profile(job, check)
     argv = [
         "docker", "run", "--rm",
         "--name", container_name(run_id, check.name, attempt),
@@ -149,7 +155,7 @@ def docker_run_argv(
     if job.image.home:
         argv += ["-w", job.image.home]
     argv += ["--entrypoint", "sh", image_ref, "-c", _PROBE_SCRIPT, "harness-probe"]
-    if job.device is not None:
+    if needs_card(job, check):
         argv += [item.arg() for item in probe_items(device_ids, iommu)]
     argv += ["--", *container_command(check, job.image)]
     return argv

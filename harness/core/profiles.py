@@ -80,6 +80,12 @@ class Profile:
             options += ["-e", f"{key}={value.replace('{home}', home or '')}"]
         return options
 
+    @property
+    def cardless(self) -> bool:
+        """A profile that gives the container nothing of the card (like ``none``): its checks
+        need no card, so they get no card probe and are not blocked by card faults."""
+        return not (self.devices or self.mounts or self.privileged)
+
     def covers(self, path: str) -> bool:
         """Whether the container sees the host's ``path`` (bound itself or under a bound parent)."""
         return any(_within(path, mount.target) and mount.source == mount.target for mount in self.mounts)

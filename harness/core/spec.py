@@ -21,7 +21,9 @@ from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_
 ARCHES = ("wormhole_b0", "blackhole")
 BOARDS = ("n150", "n300", "t3000", "galaxy", "p150", "p300")
 CHECK_KINDS = ("gtest", "pytest", "command", "mlir-order")
-PROJECTS = ("tt-metal", "tt-mlir")
+# tt-metal-sim: STAND-IN binaries built from a local folder for the simulated lab (harness/lab),
+# which has no card: see containers/tt-metal-sim.Dockerfile.
+PROJECTS = ("tt-metal", "tt-mlir", "tt-metal-sim")
 FANOUTS = ("all", "any")
 FUSED_POLICIES = ("min", "max", "skip")
 # build_metal.sh --build-type values (tt-metal build_metal.sh)
@@ -53,8 +55,8 @@ class ImageSpec:
     @property
     def template(self) -> str:
         """Which Dockerfile template in containers/ builds this image."""
-        if self.project == "tt-mlir":
-            return "tt-mlir"
+        if self.project in ("tt-mlir", "tt-metal-sim"):
+            return self.project
         return "tt-metal-wheel" if self.wheel else "tt-metal-source"
 
     @property
@@ -95,6 +97,12 @@ class CheckSpec:
     input: Path | None = None  # mlir-order: a local .mlir file copied into the container
     ab: bool = False  # mlir-order: rerun with enable-erase-inverse-ops-pass=false on a violation
     fused: str = "min"  # mlir-order: index policy for fused locations
+    profile: Profile | None = None  # this check's own device profile; None: the job's
+
+
+def check_profile(job: "JobSpec", check: CheckSpec) -> Profile:
+    """The device profile a check's container gets: its own, else the job's."""
+    return check.profile or job.profile
 
 
 @dataclass(frozen=True)
@@ -147,14 +155,21 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
     device = attempt(_device, f.opt("device")) if f.has("device") else None
     profile = attempt(_profile_ref, f.opt("profile"), profiles, device is not None or f.has("device"))
     hosts = attempt(_hosts, f.opt("hosts"))
-    checks = attempt(_checks, f.req("checks"), path.parent, problems)
+    checks = attempt(_checks, f.req("checks"), path.parent, problems, profiles)
     description = f.opt("description")
     if problems:
         raise InputError(problems)
     warnings = ()
     if device is not None:
         where = f.key_node("profile") if f.has("profile") else f.key_node("device")
-        warnings = tuple(where.problem(f"warning: {text}") for text in lint(profile, default_boards()[device.board], device.shared))
+        board = default_boards()[device.board]
+        warnings = tuple(where.problem(f"warning: {text}") for text in lint(profile, board, device.shared))
+        for check in checks:
+            if check.profile is not None and not check.profile.cardless:
+                warnings += tuple(
+                    f.req("checks").problem(f"warning: check {check.name}: {text}")
+                    for text in lint(check.profile, board, device.shared)
+                )
     return JobSpec(
         name=name,
         path=path,
@@ -202,6 +217,8 @@ def _image(node: Node, spec_dir: Path) -> ImageSpec:
         checkout = (spec_dir / f.req("path").as_str("image.path")).resolve()
         if not checkout.is_dir():
             raise f.req("path").fail(f"image.path {checkout} is not a folder: point it at a tt-metal or tt-mlir checkout")
+    if project == "tt-metal-sim" and not f.has("path"):
+        raise node.fail("a tt-metal-sim image builds its stand-ins from a local `path` (harness/lab/standin)")
     if f.has("wheel"):
         if project != "tt-metal":
             raise f.req("wheel").fail("a ttnn wheel only provides tt-metal; tt-mlir images build from git or path")
@@ -286,20 +303,20 @@ _CHECK_KEYS = {
     "command": ("command",),
     "mlir-order": ("command", "input", "ab", "fused"),
 }
-_COMMON_KEYS = ("timeout", "repeat", "env", "expect", "reason", "link")
+_COMMON_KEYS = ("timeout", "repeat", "env", "expect", "reason", "link", "profile")
 _REQUIRED_BY_KIND = {"gtest": ("binary",), "pytest": ("target",), "command": ("command",), "mlir-order": ("command",)}
 
 
-def _checks(node: Node, spec_dir: Path, problems: list[Problem]) -> tuple[CheckSpec, ...]:
+def _checks(node: Node, spec_dir: Path, problems: list[Problem], profiles: Mapping[str, Profile]) -> tuple[CheckSpec, ...]:
     items = node.as_list("checks")
     if not items:
         raise node.fail("a job needs at least one check")
-    checks, _, found = parse_named(items, lambda item: _check(item, spec_dir), lambda c: c.name, "check name")
+    checks, _, found = parse_named(items, lambda item: _check(item, spec_dir, profiles), lambda c: c.name, "check name")
     problems.extend(found)
     return tuple(checks)
 
 
-def _check(node: Node, spec_dir: Path) -> CheckSpec:
+def _check(node: Node, spec_dir: Path, profiles: Mapping[str, Profile]) -> CheckSpec:
     kind_node = node.as_map("check").get("kind")
     if kind_node is None:
         raise node.fail("check is missing required key 'kind'")
@@ -341,6 +358,7 @@ def _check(node: Node, spec_dir: Path) -> CheckSpec:
         input=input_path,
         ab=f.opt("ab").as_bool("ab") if f.has("ab") else False,
         fused=f.opt("fused").as_choice("fused", FUSED_POLICIES) if f.has("fused") else "min",
+        profile=_profile_ref(f.opt("profile"), profiles, True) if f.has("profile") else None,
     )
 
 

@@ -111,22 +111,31 @@ class Rendering:
 def render(job: JobSpec) -> Rendering:
     """The Dockerfile, build args, context and content-hash tag for ``job``'s image."""
     image = job.image
-    dockerfile = template_path(image.template).read_text()
-    args = build_args(image)
+    return render_dockerfile(
+        job.name, image.template, template_path(image.template).read_text(), build_args(image), image.path
+    )
+
+
+def render_dockerfile(
+    name: str, template: str, dockerfile: str, args: tuple[tuple[str, str], ...], context: Path | None
+) -> Rendering:
+    """A rendering of any Dockerfile (a job's template, or the simulated lab's host image),
+    tagged ``tt-harness/<name>:<content hash>``; ``context`` is sent as ``src/``."""
     digest = hashlib.sha256()
-    for part in (image.template, dockerfile, image.base, *(f"{k}={v}" for k, v in args)):
+    base = dict(args).get("BASE", "")
+    for part in (template, dockerfile, base, *(f"{k}={v}" for k, v in args)):
         _add_field(digest, part)
-    if image.path is not None:
+    if context is not None:
         _add_field(digest, "tree")
-        _add_field(digest, tree_digest(image.path))
+        _add_field(digest, tree_digest(context))
     content = digest.hexdigest()[:16]
-    tag = f"{IMAGE_REPOSITORY}/{repository_name(job.name)}:{content}"
+    tag = f"{IMAGE_REPOSITORY}/{repository_name(name)}:{content}"
     labels = (
-        ("org.tt-harness.job", job.name),
-        ("org.tt-harness.template", image.template),
+        ("org.tt-harness.job", name),
+        ("org.tt-harness.template", template),
         ("org.tt-harness.content", content),
     )
-    return Rendering(job.name, image.template, dockerfile, args, image.path, tag, labels)
+    return Rendering(name, template, dockerfile, args, context, tag, labels)
 
 
 def template_path(template: str) -> Path:
@@ -139,6 +148,8 @@ def build_args(image: ImageSpec) -> tuple[tuple[str, str], ...]:
     packages = " ".join(image.packages)
     if image.template == "tt-metal-wheel":
         args.update(TTNN_VERSION=image.wheel or "", PACKAGES=packages)
+    elif image.template == "tt-metal-sim":
+        args.update(PACKAGES=packages)
     else:
         prefix = "TT_MLIR" if image.template == "tt-mlir" else "TT_METAL"
         args.update(
@@ -375,13 +386,21 @@ def ensure_image(
 
     Build output is handed to ``on_progress`` line by line as it comes.
     """
-    rendering = render(job)
+    return ensure_rendered(render(job), on_progress, client)
+
+
+def ensure_rendered(
+    rendering: Rendering,
+    on_progress: ProgressCallback | None = None,
+    client: docker.DockerClient | None = None,
+) -> BuiltImage:
+    """The image of ``rendering``: reused when its tag exists, else built now."""
     client = client or docker_client()
-    existing = _find_image(client, rendering.tag)
+    existing = find_image(client, rendering.tag)
     if existing is not None:
         return _built_image(rendering.tag, existing, built=False)
     image_id = _build(client, rendering, on_progress or (lambda line: None))
-    image = _find_image(client, rendering.tag)
+    image = find_image(client, rendering.tag)
     if image is None or image.id != image_id:
         raise ImageError(EnvCategory.IMAGE, f"the build finished but {rendering.tag} is not the image it built")
     return _built_image(rendering.tag, image, built=True)
@@ -392,7 +411,7 @@ def _built_image(tag: str, image, built: bool) -> BuiltImage:
     return BuiltImage(tag=tag, image_id=image.id, digest=repo_digests[0] if repo_digests else image.id, built=built)
 
 
-def _find_image(client: docker.DockerClient, ref: str):
+def find_image(client: docker.DockerClient, ref: str):
     try:
         return client.images.get(ref)
     except docker.errors.ImageNotFound:
@@ -439,7 +458,7 @@ def _build(client: docker.DockerClient, rendering: Rendering, on_progress: Progr
         raise _build_error(rendering, error, lines.step_tail())
     if image_id is None:
         # Older engines report the ID only as "Successfully built <short id>".
-        image = _find_image(client, rendering.tag)
+        image = find_image(client, rendering.tag)
         if image is None:
             raise ImageError(EnvCategory.IMAGE, f"the build reported success but {rendering.tag} does not exist")
         image_id = image.id
@@ -596,7 +615,7 @@ def _remote_image_id(transport, docker_cmd: tuple[str, ...], ref: str) -> str | 
 
 
 def _save_load(built: BuiltImage, transport, docker_cmd, client, progress: ProgressCallback) -> None:
-    if _find_image(client, built.image_id) is None:
+    if find_image(client, built.image_id) is None:
         raise ImageError(EnvCategory.IMAGE, f"{built.tag} ({built.image_id}) is not in the local engine")
     try:
         # Saved by ID (no local tag needed), tagged on the host after loading.

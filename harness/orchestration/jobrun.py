@@ -20,6 +20,7 @@ from harness.core import junit
 from harness.core.atomic import write_text
 from harness.core.errors import InputError
 from harness.core.hostfacts import PreflightReport
+from harness.core.invocation import needs_card
 from harness.core.inventory import Host, Inventory
 from harness.core.outcomes import (
     CaseResult,
@@ -40,8 +41,6 @@ from harness.execution.runner import HostContext, Runner
 from harness.execution.transport import TransportError
 
 LineSink = Callable[[str], None]
-# Preflight checks that matter to a job without a card (a compiler pipeline).
-_CARDLESS_BLOCKERS = frozenset({"connect", "gather", "docker", "disk"})
 
 
 @dataclass(frozen=True)
@@ -131,13 +130,21 @@ def run_job(
             say(f"== {job.name} on {host.name}: preflight")
             report = preflight(transport, host, root=root, probe_paths=_mount_sources(job))
             properties = _properties(job, host, report)
-            blocking = [c for c in report.faults if job.device is not None or c.name in _CARDLESS_BLOCKERS]
-            if blocking:
-                cases = _not_run(job, checks, report.verdict())
-            else:
+            # A card fault blocks the checks that use the card; a compiler check still runs.
+            by_check: dict[str, list[CaseResult]] = {}
+            runnable = []
+            for check in checks:
+                card = needs_card(job, check)
+                if report.blocking(card):
+                    by_check[check.name] = _not_run(job, (check,), report.verdict(card))
+                else:
+                    runnable.append(check)
+            if runnable:
                 if built is None:
                     built = _build(job, say)
-                cases, properties = _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, say, environ, properties)
+                ran, properties = _run_on_host(job, host, transport, report, built, tuple(runnable), run_id, out_dir, say, environ, properties)
+                by_check.update(ran)
+            cases = [case for check in checks for case in by_check[check.name]]
             suites.append(
                 SuiteResult(job.name, host.name, tuple(cases), properties, stamp, time.monotonic() - host_started)
             )
@@ -168,8 +175,13 @@ def _build(job: JobSpec, say: LineSink) -> images.BuiltImage | images.ImageError
 
 
 def _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, say, environ, properties):
+    """Deliver the image and run ``checks``; their cases by check name, and the suite's properties."""
+
+    def none_ran(verdict: Verdict) -> dict[str, list[CaseResult]]:
+        return {check.name: _not_run(job, (check,), verdict) for check in checks}
+
     if isinstance(built, images.ImageError):
-        return _not_run(job, checks, _image_verdict(built)), properties
+        return none_ran(_image_verdict(built)), properties
     image_ref = built.tag
     properties = {**properties, "image": built.tag, "image.digest": built.digest}
     if not (host.transport == "local" and host.docker is None):
@@ -178,9 +190,9 @@ def _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, s
             properties["image.delivery"] = str(delivered.delivery)
             properties["image.digest"] = delivered.digest
         except images.ImageError as exc:
-            return _not_run(job, checks, _image_verdict(exc)), properties
+            return none_ran(_image_verdict(exc)), properties
         except TransportError as exc:
-            return _not_run(job, checks, exc.verdict()), properties
+            return none_ran(exc.verdict()), properties
     facts = report.facts
     context = HostContext(
         name=host.name,
@@ -190,10 +202,10 @@ def _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, s
         docker=images.host_docker_command(host),
     )
     runner = Runner(job, transport, context, image_ref, run_id, out_dir / run_id / host.name, on_line=say, secrets=environ)
-    cases: list[CaseResult] = []
+    cases: dict[str, list[CaseResult]] = {}
     for check in checks:
         say(f"== {job.name} on {host.name}: {check.name}")
-        cases += runner.run_check(check)
+        cases[check.name] = runner.run_check(check)
     try:
         runner.remove_leftovers()
     except TransportError:
@@ -239,7 +251,9 @@ def _properties(job: JobSpec, host: Host, report: PreflightReport) -> dict[str, 
 
 
 def _mount_sources(job: JobSpec) -> tuple[str, ...]:
-    return tuple(mount.source for mount in job.profile.mounts)
+    profiles = [job.profile, *(check.profile for check in job.checks if check.profile is not None)]
+    return tuple(dict.fromkeys(mount.source for profile in profiles for mount in profile.mounts))
+
 
 
 def _is_secret_used(job: JobSpec, variable: str) -> bool:
