@@ -4,7 +4,7 @@ Nothing can be pulled here, so base images are built from Debian packages by
 containers/base/build-base.sh (once; later calls find them). Every helper FAILS, never skips,
 when Docker or a tool it needs is missing: a Docker test that silently skipped would prove nothing.
 
-Fixtures (import them into a conftest or test module to use them):
+Fixtures (tests/conftest.py registers them: any test can ask for them by name):
 ``debian_image`` / ``busybox_image`` (session): the base image names, built if absent;
 ``docker_engine`` (session): a client for this machine's engine;
 ``remote_engine``: a second dockerd with its own storage, as a lab host's engine;

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 import harness.cli  # noqa: F401  (registers the commands)
 from harness.cli.app import app
 from harness.cli.hosts import INVENTORY_ENV
-from tests.sshd import SshServer, sshd, sshd_factory  # noqa: F401  (fixtures)
-from tests.test_preflight_tree import Card, build_host, fake_tt_smi, snapshot
+from tests.hosttree import Card, build_host, fake_tt_smi, snapshot
+from tests.sshd import SshServer
 
 
 def run(*args: str):

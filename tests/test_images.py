@@ -18,21 +18,9 @@ from harness.cli.app import app
 from harness.core.outcomes import EnvCategory
 from harness.core.spec import load_job
 from harness.execution import images
+from tests.jobspec import write_job
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def write_job(directory: Path, image: str, name: str = "img-test") -> Path:
-    """A minimal job spec whose `image:` mapping is ``image`` (YAML flow text)."""
-    path = directory / f"{name}.yaml"
-    path.write_text(
-        f"name: {name}\n"
-        f"image: {image}\n"
-        "device: {arch: wormhole_b0, board: n150}\n"
-        "checks:\n"
-        "  - {name: smoke, kind: command, command: ['true']}\n"
-    )
-    return path
 
 
 def make_checkout(root: Path) -> Path:

@@ -26,9 +26,7 @@ from harness.core.outcomes import EnvCategory
 from harness.core.spec import load_job
 from harness.execution import images
 from harness.execution.transport.local import LocalTransport
-from tests.images import busybox_image, debian_image, docker_engine, local_registry, remote_engine  # noqa: F401
-from tests.sshd import sshd, sshd_factory  # noqa: F401  (fixtures)
-from tests.test_images import write_job
+from tests.jobspec import write_job
 
 pytestmark = pytest.mark.docker
 

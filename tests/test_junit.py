@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 import xmlschema
@@ -27,9 +26,9 @@ from harness.core.outcomes import (
     apply_expectation,
     combine_attempts,
 )
+from tests.paths import JUNIT_XSD
 
-XSD = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "junit-10.xsd"
-SCHEMA = xmlschema.XMLSchema(XSD)
+SCHEMA = xmlschema.XMLSchema(JUNIT_XSD)
 
 BUG = KnownBug("TT-1234 eth link flaps on n300", "https://github.com/tenstorrent/tt-metal/issues/1234")
 

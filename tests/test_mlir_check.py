@@ -6,8 +6,8 @@ from pathlib import Path
 
 from harness.core.outcomes import HarnessErrorKind, Outcome
 from harness.mlir.check import judge_pipeline_output
+from tests.paths import TTMLIR_INPUTS
 
-SHARED = Path(__file__).parents[2] / "shared" / "data" / "mlir"
 DATA = Path(__file__).parent / "data" / "mlir"
 DUMP = DATA / "eio_after_all.mlir.txt"
 
@@ -61,7 +61,7 @@ def test_artifact_errors(tmp_path):
     missing = judge_pipeline_output(tmp_path / "missing.mlir")
     assert (missing.outcome, missing.category) == (Outcome.ERROR, HarnessErrorKind.ARTIFACT)
     assert "cannot read file" in missing.message
-    no_index = judge_pipeline_output(SHARED / "resnet50_last_module.mlir")
+    no_index = judge_pipeline_output(TTMLIR_INPUTS / "resnet50_last_module.mlir")
     assert (no_index.outcome, no_index.category) == (Outcome.ERROR, HarnessErrorKind.ARTIFACT)
     assert "--mlir-print-debuginfo" in no_index.message
     broken = tmp_path / "broken.mlir"

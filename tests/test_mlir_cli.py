@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 import harness.cli  # noqa: F401  (registers the commands)
 from harness.cli.app import app
 from harness.core.outcomes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from tests.paths import TTMLIR_INPUTS
 
-SHARED = Path(__file__).parents[2] / "shared" / "data" / "mlir"
 DATA = Path(__file__).parent / "data" / "mlir"
 DUMP = DATA / "eio_after_all.mlir.txt"
 
@@ -109,9 +109,9 @@ def test_fused_policy_option(tmp_path):
     ],
 )
 def test_real_inputs_without_index_exit_2_and_say_why(name, message):
-    result = run(str(SHARED / name))
+    result = run(str(TTMLIR_INPUTS / name))
     assert result.exit_code == EXIT_USAGE
-    assert result.stderr.startswith(f"{SHARED / name}:{message}")
+    assert result.stderr.startswith(f"{TTMLIR_INPUTS / name}:{message}")
     assert result.stdout == ""
 
 

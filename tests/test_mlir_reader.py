@@ -13,8 +13,8 @@ from harness.core.errors import InputError
 from harness.mlir.locations import FusedPolicy
 from harness.mlir.order import check_order
 from harness.mlir.reader import OVERLONG, ModuleOps, ModuleReader, iter_lines, read_module
+from tests.paths import TTMLIR_INPUTS
 
-SHARED = Path(__file__).parents[2] / "shared" / "data" / "mlir"
 DATA = Path(__file__).parent / "data" / "mlir"
 
 
@@ -47,14 +47,14 @@ def op_lines(text: str, pattern: str = r"\s*%\d+ = ") -> list[int]:
     ],
 )
 def test_real_inputs_are_walked_op_by_op_and_carry_no_index(name, ops):
-    module = read_module(str(SHARED / name))
+    module = read_module(str(TTMLIR_INPUTS / name))
     assert module.ops == ops
     assert module.indexed == 0  # tt-mlir's own tests name ops without tt-xla's `index|`
 
 
 # -- resnet50_last_module.mlir: aliases after the module ----------------------------------------
 
-RESNET = (SHARED / "resnet50_last_module.mlir").read_text()
+RESNET = (TTMLIR_INPUTS / "resnet50_last_module.mlir").read_text()
 RESNET_ALIAS = re.compile(r'^#loc(\d+) = loc\("([^"]*)"\)$', re.M)
 
 
@@ -138,7 +138,7 @@ def test_equal_indices_are_in_order_and_minus_one_is_not_checked():
 
 # -- multiple_add_with_loc.mlir: name -> alias -> name chains, colons in file names ----------------
 
-ADD = (SHARED / "multiple_add_with_loc.mlir").read_text()
+ADD = (TTMLIR_INPUTS / "multiple_add_with_loc.mlir").read_text()
 
 
 def add_with_indices(indices: tuple[int, int, int]) -> str:
@@ -176,7 +176,7 @@ def test_violations_in_multiple_add():
 
 # -- input_layout_loc_override.mlir: CHECK comments, u32 lines, file locs are not names -----------
 
-LAYOUT = (SHARED / "input_layout_loc_override.mlir").read_text()
+LAYOUT = (TTMLIR_INPUTS / "input_layout_loc_override.mlir").read_text()
 
 
 def test_locations_in_comments_are_ignored_and_file_locations_carry_no_index():
@@ -191,7 +191,7 @@ def test_locations_in_comments_are_ignored_and_file_locations_carry_no_index():
 
 
 def test_inline_locations_appended_to_an_eio_test_input():
-    source = (SHARED / "resnet_erase_redundant_shapes.mlir").read_text().split("\n")
+    source = (TTMLIR_INPUTS / "resnet_erase_redundant_shapes.mlir").read_text().split("\n")
     ops = [n for n, line in enumerate(source) if re.match(r"\s*%\d+ = ", line)]
     order = [1, 2, 2, 3, 4, 5, 6, 6, 7]
     for n, index in zip(ops, order):

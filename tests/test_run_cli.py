@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 import harness.cli  # noqa: F401  (registers the commands)
 from harness.cli.app import app
 from harness.cli.common import INVENTORY_ENV
+from tests.paths import JUNIT_XSD
 
 REPO = Path(__file__).resolve().parents[1]
-XSD = REPO.parent / "shared" / "schemas" / "junit-10.xsd"
 
 
 def run(*args: str):
@@ -53,7 +53,7 @@ def test_run_on_this_machine_is_an_environment_fault_with_reports(tmp_path, monk
     result = run("run", str(REPO / "jobs" / "layernorm-bw.yaml"), "--out", str(tmp_path), "--junit", str(junit_path), "-q")
     assert result.exit_code == 3, result.output
     assert "layernorm-bw: 3 env_fault" in result.stdout
-    xmlschema.XMLSchema(str(XSD)).validate(str(junit_path))
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(junit_path))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit_code"] == 3 and summary["counts"]["env_fault"] == 3
     (host,) = summary["hosts"]

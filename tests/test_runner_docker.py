@@ -24,11 +24,10 @@ from harness.core.spec import load_job
 from harness.execution.runner import HostContext, Runner
 from harness.execution.transport import LocalTransport, SshPool
 from tests.images import build_standin_image, docker_client
-from tests.sshd import sshd, sshd_factory  # noqa: F401  (fixtures)
+from tests.paths import JUNIT_XSD
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN_SOURCE = REPO / "tests" / "data" / "logs" / "gtest_fake_layernorm_bw_test.cpp"
-XSD = REPO.parent / "shared" / "schemas" / "junit-10.xsd"
 STANDIN_IMAGE = "tt-harness-test/standin-ttml:1"
 
 pytestmark = pytest.mark.docker
@@ -91,7 +90,7 @@ def _runner(job_path: Path, tmp_path: Path, transport=None, iommu: bool = True, 
 
 def _validates(job_name: str, cases) -> None:
     xml = junit.render([SuiteResult(job_name, "standin", tuple(cases))])
-    xmlschema.XMLSchema(str(XSD)).validate(xml.decode())
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(xml.decode())
 
 
 BUGREPRO = ["BugRepro_Deterministic_256Tiles", "BugRepro_Deterministic_128Tiles"]  # in the stand-in binary

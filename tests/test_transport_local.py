@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.execution.transport import ArtifactError, LocalTransport, remote_command_line
-from tests.test_transport_semantics import HOSTILE
+from tests.hostile import HOSTILE
 
 SHELLS = sorted({os.path.realpath(s) for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/usr/bin/zsh") if os.path.exists(s)})
 # Arguments are exec() strings: any text without NUL (surrogates cannot be encoded).

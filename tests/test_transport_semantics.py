@@ -14,29 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.execution.transport import ArtifactError, LocalTransport, SshTransport, Transport
-from tests.sshd import SshServer, process_alive, sshd, sshd_factory  # noqa: F401  (fixtures)
-
-HOSTILE = [
-    "$(touch MARKER)",
-    "`touch MARKER`",
-    "; touch MARKER",
-    "| touch MARKER",
-    "&& touch MARKER",
-    "'single' \"double\" \\back\\slash",
-    "line one\nline two\n",
-    "*",
-    "/etc/pass*",
-    "-n",
-    "--help",
-    "",
-    " leading and trailing spaces ",
-    "tab\there",
-    "$HOME ${PATH} $1 $@ $$",
-    "!bang !! ~root",
-    "ünïcödé ✓",
-    "a=b",
-    ">MARKER",
-]
+from tests.hostile import HOSTILE
+from tests.sshd import SshServer, process_alive
 
 
 @pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])

@@ -21,14 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from harness.core.outcomes import EnvCategory, Outcome
 from harness.execution.transport import SshPool, SshTarget, SshTransport, TransportError
-from tests.sshd import (  # noqa: F401  (fixtures)
-    SshServer,
-    known_hosts_line,
-    process_alive,
-    sshd,
-    sshd_factory,
-    write_ed25519_key,
-)
+from tests.sshd import SshServer, known_hosts_line, write_ed25519_key
 
 pytestmark = pytest.mark.ssh
 

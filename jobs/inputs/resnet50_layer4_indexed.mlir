@@ -1,5 +1,5 @@
 // Derived by tt-harness from tt-mlir test/ttmlir/Silicon/TTNN/n150/optimizer/resnet50_last_module.mlir
-// (tt-mlir @ 19c86fca, see ../../../shared/data/mlir/SOURCES.txt): the RUN lines are dropped and each
+// (tt-mlir @ 19c86fca, see ../../tests/data/mlir/tt-mlir/SOURCES.md): the RUN lines are dropped and each
 // op's name location is rewritten to the tt-xla `DEBUG|<op index>|<module>|<file>:<line>|<func>|<line>|<op>`
 // form (tt-xla PR #2420, tt-mlir#6119), in original program order, so the pipeline's output can be
 // checked for ops that a pass moved. Aliases stay after the module, as MLIR prints them.
