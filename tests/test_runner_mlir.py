@@ -1,6 +1,6 @@
 """The mlir-order check kind end to end: container, pipeline, dump, culprit pass, A/B rerun.
 
-ttmlir-opt cannot be built here, so tests/data/standin/ttmlir-opt STANDS IN for it: it moves
+ttmlir-opt cannot be built here, so harness/lab/standin/ttmlir-opt STANDS IN for it: it moves
 one op the way EraseInverseOps does (tt-mlir#6119) unless enable-erase-inverse-ops-pass=false,
 and prints an --mlir-print-ir-after-all dump. The input is the real job's input.
 """
@@ -18,7 +18,7 @@ from harness.execution.transport import LocalTransport
 from tests.images import build_standin_image
 
 REPO = Path(__file__).resolve().parents[1]
-STANDIN = REPO / "tests" / "data" / "standin" / "ttmlir-opt"
+STANDIN = REPO / "harness" / "lab" / "standin" / "ttmlir-opt"
 IMAGE = "tt-harness-test/standin-ttmlir:1"
 
 pytestmark = pytest.mark.docker

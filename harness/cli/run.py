@@ -13,6 +13,7 @@ from harness.cli.app import app
 from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resolve_inventory, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
+from harness.core.matrix import matrix, render_table
 from harness.core.spec import load_job
 from harness.orchestration.jobrun import run_job
 
@@ -55,6 +56,9 @@ def run(
                 groups.setdefault((f"{case.outcome}{category}", case.verdict.message), []).append(case.name)
         for (outcome, message), names in groups.items():
             typer.echo(f"  {suite.host}: {', '.join(names)}: {outcome}: {message}")
-    typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}")
+    typer.echo("")
+    typer.echo(render_table(["host", *report.checks], matrix(report.suites, report.checks)))
+    typer.echo("")
+    typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}  logs: {report.logs}/")
     sys.stdout.flush()
     raise typer.Exit(report.exit_code)

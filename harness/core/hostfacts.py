@@ -727,6 +727,12 @@ _TT_SMI_ERRORS = (
         EnvCategory.DEVICE_HANG,
         "the card is wedged beyond `tt-smi -r`: reload the tenstorrent module or reboot the host",
     ),
+    # tt-umd's ARC messenger gave up inside device detection: the board does not answer.
+    (
+        "for ARC to respond",
+        EnvCategory.DEVICE_HANG,
+        "the card's ARC firmware does not answer: reset it with `tt-smi -r` on the host",
+    ),
     ("No Tenstorrent driver detected", EnvCategory.DRIVER_MISSING, "tt-smi finds no tt-kmd"),
     ("No Tenstorrent devices detected", EnvCategory.DEVICE_MISSING, "tt-smi finds no card"),
     ("Error in detecting devices", EnvCategory.DEVICE_MISSING, "tt-smi cannot detect the cards"),

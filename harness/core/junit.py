@@ -78,7 +78,7 @@ def synthetic_case(
     build failed, no results): its classname ``harness.<job>`` marks it as the harness's own."""
     if classname is None:
         classname = f"harness.{job}" if job else "harness"
-    return CaseResult(name=name, classname=classname, verdict=verdict, output=output)
+    return CaseResult(name=name, classname=classname, verdict=verdict, output=output, check=name)
 
 
 def render(suites: Iterable[SuiteResult], name: str = "tt-harness", redact: Iterable[str] = ()) -> bytes:

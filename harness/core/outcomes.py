@@ -136,6 +136,7 @@ class CaseResult:
     duration: float = 0.0
     output: str = ""
     known_bug: KnownBug | None = None
+    check: str | None = None  # the job's check this case came from (a check may report many cases)
 
     @property
     def outcome(self) -> Outcome:

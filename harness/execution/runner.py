@@ -114,6 +114,7 @@ class Runner:
                     duration=sum(a.duration for a in tries),
                     output=tries[-1].output,
                     known_bug=check.known_bug,
+                    check=check.name,
                 )
             )
         return cases

@@ -50,6 +50,8 @@ class RunReport:
     suites: tuple[SuiteResult, ...]
     started: str
     finished: str
+    checks: tuple[str, ...] = ()  # the job's checks, in spec order
+    logs: Path | None = None  # each attempt's logs and artifacts, by host and check
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -74,6 +76,7 @@ class RunReport:
                         {
                             "name": case.name,
                             "classname": case.classname,
+                            "check": case.check,
                             "outcome": case.outcome.value,
                             "category": str(case.verdict.category) if case.verdict.category else None,
                             "message": case.verdict.message,
@@ -148,7 +151,9 @@ def run_job(
             suites.append(
                 SuiteResult(job.name, host.name, tuple(cases), properties, stamp, time.monotonic() - host_started)
             )
-    result = RunReport(run_id, job.name, tuple(suites), started, _now())
+    result = RunReport(
+        run_id, job.name, tuple(suites), started, _now(), tuple(c.name for c in job.checks), out_dir / run_id
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     redact = [value for key, value in (environ or {}).items() if _is_secret_used(job, key)]
     junit.write(junit_path or out_dir / "junit.xml", result.suites, name=f"tt-harness {job.name}", redact=redact)

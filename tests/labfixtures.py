@@ -1,0 +1,28 @@
+"""The simulated lab as a test fixture: the product's own lab (harness/lab), not a test copy.
+
+``sim_lab`` (session): a lab named ``e2e`` with three STAND-IN hosts, healthy; tests put faults
+on it and heal them. It FAILS, never skips, when Docker cannot run it. Its keys and inventory live
+in a temporary folder, so a developer's own ``sim`` lab on the same machine is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from harness.lab.sim import LabError, SimLab
+
+E2E_LAB = "e2e"
+
+
+@pytest.fixture(scope="session")
+def sim_lab(tmp_path_factory) -> Iterator[SimLab]:
+    lab = SimLab(E2E_LAB, directory=tmp_path_factory.mktemp("lab"))
+    try:
+        lab.down()  # what an interrupted earlier session left
+        lab.up(3)
+    except LabError as exc:
+        pytest.fail(f"the simulated lab did not come up: {exc}", pytrace=False)
+    yield lab
+    lab.down()
