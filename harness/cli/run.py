@@ -26,7 +26,8 @@ def run(
     junit_path: Optional[Path] = typer.Option(None, "--junit", help="Where to write the JUnit feed (default: OUT/junit.xml)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Reports and logs (default: out/<job>)."),
     root: str = typer.Option("/", "--root", help="Read hosts' /sys, /dev and /proc under this folder: anything but / is a STAND-IN host tree (tests, the simulated lab)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream build and test output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines (steps and image builds)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also stream each check's own output as it runs (it is always in the logs)."),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
@@ -40,7 +41,10 @@ def run(
         names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
         say = None if quiet else (lambda line: typer.echo(line, err=True))
-        report = run_job(job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say, root=root, environ=dict(os.environ))
+        report = run_job(
+            job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+            on_output=say if verbose else None, root=root, environ=dict(os.environ),
+        )
     except InputError as exc:
         raise fail_input(exc)
     except ValueError as exc:  # e.g. a jump-host loop in the inventory

@@ -169,10 +169,13 @@ class SimLab:
                 self.say(f"lab {self.name}: creating {host}")
                 self._create(host, image, client_key, faults.get(host, ()))
                 started.append(host)
-            elif container.status != "running":
-                self.say(f"lab {self.name}: starting {host} ({container.status})")
-                container.start()
-                started.append(host)
+            else:
+                if container.attrs.get("Image") != self.client.images.get(image).id:
+                    self.say(f"lab {self.name}: {host} runs an older host image; `harness lab down` then up to renew it")
+                if container.status != "running":
+                    self.say(f"lab {self.name}: starting {host} ({container.status})")
+                    container.start()
+                    started.append(host)
         self._wait_ready(started)
         for host, names in faults.items():
             if host not in started:

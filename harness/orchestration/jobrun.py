@@ -112,11 +112,13 @@ def run_job(
     host_names: tuple[str, ...] = (),
     junit_path: Path | None = None,
     on_line: LineSink | None = None,
+    on_output: LineSink | None = None,
     root: str = "/",
     environ: Mapping[str, str] | None = None,
 ) -> RunReport:
     """Run ``job`` on its hosts; write the JUnit feed and ``summary.json`` (atomically) to
-    ``out_dir``, and each attempt's logs and artifacts under ``out_dir/<run id>/<host>/<check>``."""
+    ``out_dir``, and each attempt's logs and artifacts under ``out_dir/<run id>/<host>/<check>``.
+    ``on_line`` gets progress (steps, image builds), ``on_output`` the checks' own output."""
     hosts = select_hosts(job, inventory, host_names)
     run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     started = _now()
@@ -145,7 +147,9 @@ def run_job(
             if runnable:
                 if built is None:
                     built = _build(job, say)
-                ran, properties = _run_on_host(job, host, transport, report, built, tuple(runnable), run_id, out_dir, say, environ, properties)
+                ran, properties = _run_on_host(
+                    job, host, transport, report, built, tuple(runnable), run_id, out_dir, say, on_output, environ, properties
+                )
                 by_check.update(ran)
             cases = [case for check in checks for case in by_check[check.name]]
             suites.append(
@@ -179,7 +183,7 @@ def _build(job: JobSpec, say: LineSink) -> images.BuiltImage | images.ImageError
         return exc
 
 
-def _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, say, environ, properties):
+def _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, say, on_output, environ, properties):
     """Deliver the image and run ``checks``; their cases by check name, and the suite's properties."""
 
     def none_ran(verdict: Verdict) -> dict[str, list[CaseResult]]:
@@ -206,7 +210,7 @@ def _run_on_host(job, host, transport, report, built, checks, run_id, out_dir, s
         has_path=facts.has_path if facts else None,
         docker=images.host_docker_command(host),
     )
-    runner = Runner(job, transport, context, image_ref, run_id, out_dir / run_id / host.name, on_line=say, secrets=environ)
+    runner = Runner(job, transport, context, image_ref, run_id, out_dir / run_id / host.name, on_line=on_output, secrets=environ)
     cases: dict[str, list[CaseResult]] = {}
     for check in checks:
         say(f"== {job.name} on {host.name}: {check.name}")
