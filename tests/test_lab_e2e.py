@@ -21,7 +21,6 @@ from harness.lab.faults import default_faults
 from harness.lab.sim import LAB_LABEL, SimLab, host_name
 from tests.labfixtures import E2E_LAB
 
-pytest_plugins = ["tests.labfixtures"]
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,13 +160,13 @@ def test_each_fault_is_its_own_env_fault_on_its_host(sim_lab: SimLab, tmp_path: 
 
 def test_a_cardless_check_still_runs_on_a_host_with_a_card_fault(sim_lab: SimLab, tmp_path: Path):
     job = write_job(tmp_path, CARD_CHECKS + """\
-        - name: order
-          kind: mlir-order
-          profile: none
-          input: {input}
-          command: [ttmlir-opt, --ttir-to-ttnn-runtime-pipeline, "{{input}}", -o, "{{output}}"]
-          timeout: 2m
-        """.format(input=REPO / "jobs" / "inputs" / "resnet50_layer4_indexed.mlir"))
+    - name: order
+      kind: mlir-order
+      profile: none
+      input: {input}
+      command: [ttmlir-opt, --ttir-to-ttnn-runtime-pipeline, "{{input}}", -o, "{{output}}"]
+      timeout: 2m
+""".format(input=REPO / "jobs" / "inputs" / "resnet50_layer4_indexed.mlir"))
     sim_lab.fault(H1, "no-driver")
     try:
         summary = run_job(sim_lab, job, tmp_path / "out", H1)
