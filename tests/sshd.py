@@ -22,34 +22,13 @@ from typing import Callable, Iterator
 
 import paramiko
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
-
 from harness.execution.transport import SshTarget
+from harness.lab.keys import known_hosts_line, write_ed25519_key  # noqa: F401  (re-exported for tests)
 
 SSHD = "/usr/sbin/sshd"
 START_TIMEOUT = 10.0
 # OpenSSH names its per-connection processes "sshd" (9.7 and older) or "sshd-session"/"sshd-auth".
 _SESSION_COMMS = {"sshd", "sshd-session", "sshd-auth"}
-
-
-def write_ed25519_key(path: Path) -> paramiko.Ed25519Key:
-    """A new unencrypted ed25519 private key at ``path`` (0600) and its ``.pub`` beside it."""
-    private = ed25519.Ed25519PrivateKey.generate()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pem = private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(pem)
-    key = paramiko.Ed25519Key.from_private_key_file(str(path))
-    path.with_name(path.name + ".pub").write_text(f"{key.get_name()} {key.get_base64()} test\n")
-    return key
-
-
-def known_hosts_line(host_id: str, key: paramiko.PKey) -> str:
-    return f"{host_id} {key.get_name()} {key.get_base64()}\n"
 
 
 @dataclass(frozen=True)

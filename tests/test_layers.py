@@ -10,7 +10,8 @@ import pytest
 PURE = [
     "harness.core.outcomes", "harness.core.spec", "harness.core.inventory", "harness.core.profiles",
     "harness.core.invocation", "harness.core.container_exit", "harness.core.classifier", "harness.core.ingest",
-    "harness.core.junit", "harness.core.hostfacts", "harness.core.signatures", "harness.mlir.check",
+    "harness.core.junit", "harness.core.hostfacts", "harness.core.signatures", "harness.core.matrix",
+    "harness.mlir.check",
 ]
 FORBIDDEN = ("docker", "paramiko", "harness.execution", "harness.orchestration", "harness.cli")
 
@@ -30,6 +31,16 @@ def test_execution_does_not_import_orchestration_or_cli():
     probe = (
         "import sys, harness.execution.runner, harness.execution.preflight, harness.execution.images; "
         "print(','.join(sorted(m for m in sys.modules if m.startswith(('harness.orchestration', 'harness.cli')))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_the_lab_imports_only_core_and_execution():
+    """harness/lab is the product's own stand-in: it stands hosts up, it does not run jobs."""
+    probe = (
+        "import sys, harness.lab.sim, harness.lab.faults, harness.lab.keys; "
+        "print(','.join(sorted(m for m in sys.modules if m.startswith(('harness.orchestration', 'harness.cli', 'harness.mlir')))))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
