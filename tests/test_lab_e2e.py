@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,33 @@ def test_up_again_changes_nothing_and_down_leaves_nothing(tmp_path: Path):
     assert client.containers.list(all=True, filters=label) == []
     assert client.volumes.list(filters=label) == []
     assert client.networks.list(filters=label) == []
+
+
+def test_ssh_going_down_mid_run_is_an_ssh_fault_not_a_failure(sim_lab: SimLab, tmp_path: Path):
+    job = write_job(tmp_path, """\
+        - name: long
+          kind: command
+          command: [sleep, "60"]
+          timeout: 2m
+        """)
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(job), "--inventory", str(sim_lab.inventory_path),
+         "--out", str(out), "--quiet", "--hosts", H1],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(h.running for h in sim_lab.status().hosts if h.name == H1):
+            assert run.poll() is None and time.monotonic() < deadline, "the check never started"
+            time.sleep(0.5)
+        sim_lab.fault(H1, "ssh-down")
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        sim_lab.heal(H1)
+    assert run.returncode == 3, stdout + stderr
+    summary = json.loads((out / "summary.json").read_text())
+    (case,) = cases(summary, H1, "long")
+    assert (case["outcome"], case["category"]) == ("env_fault", "ssh")

@@ -15,7 +15,7 @@ JOBS = sorted((REPO / "jobs").glob("*.yaml"))
 
 def test_the_real_jobs_validate():
     names = {load_job(path).name for path in JOBS}
-    assert names == {"layernorm-bw", "eraseinverseops-order", "device-smoke"}
+    assert names == {"layernorm-bw", "eraseinverseops-order", "device-smoke", "nightly"}
 
 
 def test_layernorm_job_carries_the_seed_checks():
