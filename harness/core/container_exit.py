@@ -11,6 +11,8 @@ Docker and the in-container probe fail in ways that must never read as a failing
 - killed by the timeout → ``env_fault/timeout`` (a device-hang signature in the log, found by
   the classifier, is more specific and wins).
 
+- the lease wrapper gave up waiting for a card another run holds → ``env_fault/device-busy``.
+
 Anything else means the test ran: its XML and log decide (``None`` here).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from harness.core import lease
 from harness.core.invocation import PROBE_EXIT, PROBE_PREFIX, missing_from_probe
 from harness.core.outcomes import EnvCategory, Evidence, HarnessErrorKind, Verdict
 
@@ -34,6 +37,14 @@ def judge_exit(exit_status: int | None, timed_out: bool, stderr: NumberedLines, 
     """``stderr``: (line number, text) of the container's stderr — at least the probe's lines
     and the last lines; the whole stream is not needed (an IR dump can be gigabytes)."""
     probe_ran = any(text.startswith(PROBE_PREFIX) for _, text in stderr)
+    if exit_status == lease.BUSY_EXIT and not lease.lease_held([text for _, text in stderr]):
+        waited = [Evidence(n, text, "harness-lease") for n, text in stderr if text.startswith(lease.WAITING)]
+        return Verdict.env_fault(
+            EnvCategory.DEVICE_BUSY,
+            "the card is leased by another run (another harness, or another check of this one) "
+            "and was not free within the lease wait; nothing was started",
+            waited,
+        )
     if timed_out:
         return Verdict.env_fault(
             EnvCategory.TIMEOUT,

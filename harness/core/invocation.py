@@ -133,8 +133,10 @@ def docker_run_argv(
     iommu: bool = False,
     has_path: Callable[[str], bool] | None = None,
     profile: Profile | None = None,
+    leased: Sequence[int] | None = None,
 ) -> list[str]:
-    """The complete ``docker run`` argv for one attempt of one check."""
+    """The complete ``docker run`` argv for one attempt of one check. ``leased``: the cards
+    the check holds (it gets only those), or ``None`` where no lease is known (``render``)."""
     profile = profile or check_profile(job, check)
     argv = [
         "docker", "run", "--rm",
@@ -142,9 +144,11 @@ def docker_run_argv(
         "--label", f"harness.run={run_id}",
         "--label", f"harness.job={job.name}",
         "--label", f"harness.check={check.name}",
-        "-v", f"{host_workdir}:{WORKDIR}",
     ]
-    argv += profile.docker_run_options(job.image.home, has_path)
+    if leased is not None:
+        argv += ["--label", f"harness.devices={','.join(str(n) for n in leased)}"]
+    argv += ["-v", f"{host_workdir}:{WORKDIR}"]
+    argv += profile.docker_run_options(job.image.home, has_path, leased)
     for key, value in check.env.items():
         if not is_secret_ref(value):
             argv += ["-e", f"{key}={value}"]

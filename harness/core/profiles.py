@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import posixpath
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from harness.core.configs import config_path
 from harness.core.errors import InputError
 from harness.core.yamlnodes import Fields, Node, load_file
 
 HUGEPAGES_1G = "/dev/hugepages-1G"
+TT_DEVICE_DIR = "/dev/tenstorrent"
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,25 @@ class Profile:
     privileged: bool = False
     shm_size: str | None = None
 
-    def docker_run_options(self, home: str | None, has_path: Callable[[str], bool] | None = None) -> list[str]:
+    def docker_run_options(
+        self,
+        home: str | None,
+        has_path: Callable[[str], bool] | None = None,
+        leased: Sequence[int] | None = None,
+    ) -> list[str]:
         """The profile's ``docker run`` options. ``has_path`` answers whether the host has a
-        path; optional mounts whose source it lacks are dropped (``None``: keep them all)."""
+        path; optional mounts whose source it lacks are dropped (``None``: keep them all).
+        ``leased``: the cards this container may use; it gets only their nodes, never the
+        whole ``/dev/tenstorrent`` (``None``: the profile's devices as written)."""
         options: list[str] = []
         if self.privileged:
             options.append("--privileged")
         for device in self.devices:
-            options += ["--device", device]
+            if leased is not None and posixpath.normpath(device) == TT_DEVICE_DIR:
+                for n in leased:
+                    options += ["--device", f"{TT_DEVICE_DIR}/{n}"]
+            else:
+                options += ["--device", device]
         for mount in self.mounts:
             if mount.optional and has_path is not None and not has_path(mount.source):
                 continue

@@ -21,12 +21,15 @@ import contextlib
 import dataclasses
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from harness.core import invocation
+from harness.core import invocation, lease
+from harness.core.invocation import needs_card
+from harness.core.lease import leased_argv
 from harness.core.classifier import classify_log
 from harness.core.container_exit import judge_exit
 from harness.core.ingest import IngestError, read_junit
@@ -44,12 +47,13 @@ from harness.core.outcomes import (
 from harness.core.secretref import secret_name
 from harness.core.spec import CheckSpec, JobSpec
 from harness.mlir.check import judge_pipeline_output
-from harness.execution.transport.base import ArtifactError, Transport, TransportError
+from harness.execution.transport.base import ArtifactError, CommandResult, Lifeline, Transport, TransportError
 
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024  # gtest XML and compiler output; a bigger one is a bug
 PROBE_HEAD_LINES = 64  # the probe prints one line per item; it always comes first
 STDERR_TAIL_LINES = 50
 STOP_GRACE_SECONDS = 10
+DEFAULT_LEASE_WAIT = 600.0  # seconds a check waits for a card another run holds
 LineSink = Callable[[str], None]
 
 
@@ -85,6 +89,8 @@ class Runner:
         log_dir: Path,
         on_line: LineSink | None = None,
         secrets: dict[str, str] | None = None,
+        lease_wait: float = DEFAULT_LEASE_WAIT,
+        on_wait: LineSink | None = None,
     ):
         self.job = job
         self.transport = transport
@@ -94,13 +100,36 @@ class Runner:
         self.log_dir = log_dir
         self.on_line = on_line
         self.secrets = secrets if secrets is not None else dict(os.environ)
+        self.lease_wait = lease_wait
+        self.on_wait = on_wait
         self._orphans = False  # a lost connection may have left a container running there
+        self._lock = threading.Lock()
+        self._serial = 0  # numbers every container of this runner: names stay unique across retries
+        self._lifelines: set[Lifeline] = set()
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        """Stop: no new container starts, and each running one is removed by its host (its
+        lifeline is cut), which ends its check."""
+        with self._lock:
+            self._cancelled = True
+            for lifeline in self._lifelines:
+                lifeline.cut()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
 
     # -- public --------------------------------------------------------------------------
-    def run_check(self, check: CheckSpec) -> list[CaseResult]:
+    def run_check(self, check: CheckSpec, devices: Sequence[int] | None = None) -> list[CaseResult]:
+        """Every attempt of ``check``, on ``devices`` (default: all the host's cards), combined
+        per test case. A cancelled runner starts no further attempt."""
+        devices = tuple(self.host.device_ids if devices is None else devices)
         attempts = _Attempts()
         for number in range(1, check.repeat + 1):
-            for classname, name, attempt in self._attempt(check, number):
+            if self._cancelled:
+                break
+            for classname, name, attempt in self._attempt(check, number, devices):
                 attempts.add(classname, name, attempt)
         cases = []
         for (classname, name), tries in attempts.by_case.items():
@@ -129,7 +158,7 @@ class Runner:
             self.transport.run([*self.host.docker, "rm", "-f", *ids], timeout=120)
 
     # -- one attempt ---------------------------------------------------------------------
-    def _attempt(self, check: CheckSpec, number: int) -> Iterator[tuple[str, str, Attempt]]:
+    def _attempt(self, check: CheckSpec, number: int, devices: tuple[int, ...]) -> Iterator[tuple[str, str, Attempt]]:
         classname = f"{self.job.name}.{check.name}"
         local = self.log_dir / check.name / f"attempt-{number}"
         local.mkdir(parents=True, exist_ok=True)
@@ -142,17 +171,18 @@ class Runner:
             if missing:
                 raise _SpecProblem(f"env references ${{{missing[0]}}}, which is not set where harness runs")
             with self._workdir(check) as workdir:
-                result = self.transport.run(
-                    self._docker_run(check, number, workdir),
+                name = self._next_name(check, number)
+                result = self._run_container(
+                    self._docker_run(check, number, workdir, devices, name),
                     timeout=check.timeout,
                     on_stdout=self.on_line,
-                    on_stderr=self.on_line,
+                    on_stderr=self._stderr_sink(),
                     stdout_log=local / "stdout.log",
                     stderr_log=local / "stderr.log",
                     tail_lines=STDERR_TAIL_LINES,
                 )
                 if result.timed_out:
-                    self._stop(check, number)
+                    self._stop(name)
                 duration = time.monotonic() - started
                 output = _output_excerpt(local)
                 verdict = judge_exit(
@@ -166,7 +196,7 @@ class Runner:
                 if verdict is not None:
                     yield classname, check.name, Attempt(verdict, duration, output)
                     return
-                yield from self._judge_test(check, workdir, local, result, duration, output)
+                yield from self._judge_test(check, workdir, local, result, duration, output, devices)
         except TransportError as exc:
             verdict = exc.verdict()
             if exc.category is EnvCategory.SSH:
@@ -179,7 +209,7 @@ class Runner:
         except _SpecProblem as exc:
             yield classname, check.name, Attempt(Verdict.error(HarnessErrorKind.SPEC, str(exc)), 0.0)
 
-    def _judge_test(self, check, workdir, local, result, duration, output):
+    def _judge_test(self, check, workdir, local, result, duration, output, devices):
         classname = f"{self.job.name}.{check.name}"
         if check.kind in ("gtest", "pytest"):
             report = invocation.GTEST_XML if check.kind == "gtest" else invocation.PYTEST_XML
@@ -204,11 +234,11 @@ class Runner:
             yield classname, check.name, Attempt(verdict, duration, output)
             return
         if check.kind == "mlir-order":
-            yield classname, check.name, Attempt(self._judge_mlir(check, workdir, local, result), duration, output)
+            yield classname, check.name, Attempt(self._judge_mlir(check, workdir, local, result, devices), duration, output)
             return
         yield classname, check.name, Attempt(self._classify_logs(local, result.exit_status), duration, output)
 
-    def _judge_mlir(self, check, workdir, local, result) -> Verdict:
+    def _judge_mlir(self, check, workdir, local, result, devices) -> Verdict:
         if result.exit_status != 0:
             return self._classify_logs(local, result.exit_status)  # a compiler crash is a real failure
         output = local / invocation.MLIR_OUTPUT
@@ -219,32 +249,33 @@ class Runner:
         # --mlir-print-ir-after-all prints to stderr: the local stderr log is the pass dump.
         verdict = judge_pipeline_output(output, local / "stderr.log", fused=check.fused)
         if verdict.outcome is Outcome.FAIL and check.ab:
-            verdict = self._confirm_with_eio_off(check, local, verdict)
+            verdict = self._confirm_with_eio_off(check, local, verdict, devices)
         return verdict
 
-    def _confirm_with_eio_off(self, check: CheckSpec, attempt_dir: Path, verdict: Verdict) -> Verdict:
-        """A/B: rerun with EraseInverseOps disabled; order restored there confirms EIO as the cause."""
+    def _confirm_with_eio_off(self, check: CheckSpec, attempt_dir: Path, verdict: Verdict, devices) -> Verdict:
+        """A/B: rerun with EraseInverseOps disabled; order restored there confirms EIO as the cause.
+        The rerun only adds a note: whatever happens to it, the verdict stays the first run's."""
         control = dataclasses.replace(check, name=f"{check.name}-eio-off", command=eio_disabled(check.command), ab=False)
         local = attempt_dir / "eio-off"
         local.mkdir(parents=True, exist_ok=True)
         number = int(attempt_dir.name.rpartition("-")[2])
         with self._workdir(control) as workdir:
-            result = self.transport.run(
-                self._docker_run(control, number, workdir), timeout=check.timeout,
+            name = self._next_name(control, number)
+            result = self._run_container(
+                self._docker_run(control, number, workdir, devices, name), timeout=check.timeout,
                 stdout_log=local / "stdout.log", stderr_log=local / "stderr.log",
             )
             if result.timed_out:
-                self._stop(control, number)
-            if not result.ok:
-                note = f"A/B rerun with enable-erase-inverse-ops-pass=false did not complete (exit {result.exit_status})"
-                return Verdict(verdict.outcome, message=f"{verdict.message}; {note}", evidence=verdict.evidence)
+                self._stop(name)
             output = local / invocation.MLIR_OUTPUT
-            self.transport.get(f"{workdir}/out/{invocation.MLIR_OUTPUT}", output, MAX_ARTIFACT_BYTES)
-            control_verdict = judge_pipeline_output(output, None, fused=check.fused)
-        if control_verdict.outcome is Outcome.PASS:
-            note = "confirmed by A/B: with enable-erase-inverse-ops-pass=false the order holds"
-        else:
-            note = "not EraseInverseOps alone: the order breaks with enable-erase-inverse-ops-pass=false too"
+            note = ab_note(result.exit_status if not result.timed_out else None)
+            if note is None:
+                try:
+                    self.transport.get(f"{workdir}/out/{invocation.MLIR_OUTPUT}", output, MAX_ARTIFACT_BYTES)
+                except ArtifactError as exc:
+                    note = f"A/B rerun with enable-erase-inverse-ops-pass=false wrote no output ({exc})"
+                else:
+                    note = ab_note(0, judge_pipeline_output(output, None, fused=check.fused))
         return Verdict(verdict.outcome, message=f"{verdict.message}; {note}", evidence=verdict.evidence)
 
     # -- helpers -------------------------------------------------------------------------
@@ -264,12 +295,44 @@ class Runner:
             return Verdict(Outcome.FAIL, message=f"exited {exit_status}: {logged.message}", evidence=logged.evidence)
         return Verdict(Outcome.FAIL, message=f"exited {exit_status}; the log names no failure or environment signature")
 
-    def _docker_run(self, check: CheckSpec, number: int, workdir: str) -> list[str]:
+    def _docker_run(self, check: CheckSpec, number: int, workdir: str, devices: tuple[int, ...], name: str) -> list[str]:
+        """The check's ``docker run`` as the host runs it: named ``name``, holding a lease on
+        ``devices`` (harness.core.lease), watched by the lifeline."""
         argv = docker_run_argv(
             self.job, check, self.image_ref, run_id=self.run_id, attempt=number, host_workdir=workdir,
-            device_ids=self.host.device_ids, iommu=self.host.iommu, has_path=self.host.has_path,
+            device_ids=devices, iommu=self.host.iommu, has_path=self.host.has_path,
+            leased=devices if needs_card(self.job, check) else None,
         )
-        return [*self.host.docker, *argv[1:]]
+        argv[argv.index("--name") + 1] = name
+        held = devices if needs_card(self.job, check) else ()
+        return leased_argv([*self.host.docker, *argv[1:]], name=name, devices=held, wait=self.lease_wait, docker=self.host.docker)
+
+    def _next_name(self, check: CheckSpec, number: int) -> str:
+        with self._lock:
+            self._serial += 1
+            return f"{invocation.container_name(self.run_id, check.name, number)}-{self._serial}"
+
+    def _run_container(self, argv: list[str], **kwargs) -> CommandResult:
+        """Run a container with a lifeline that :meth:`cancel` can cut."""
+        lifeline = Lifeline()
+        with self._lock:
+            if self._cancelled:
+                lifeline.cut()
+            self._lifelines.add(lifeline)
+        try:
+            return self.transport.run(argv, stdin=lifeline, **kwargs)
+        finally:
+            with self._lock:
+                self._lifelines.discard(lifeline)
+
+    def _stderr_sink(self) -> LineSink | None:
+        """Stderr lines to the output callback; a lease wait also to ``on_wait``."""
+        def sink(line: str) -> None:
+            if self.on_wait is not None and line.startswith(lease.WAITING):
+                self.on_wait(line)
+            if self.on_line is not None:
+                self.on_line(line)
+        return sink if (self.on_line or self.on_wait) else None
 
     @contextlib.contextmanager
     def _workdir(self, check: CheckSpec) -> Iterator[str]:
@@ -302,9 +365,8 @@ class Runner:
         finally:
             os.unlink(path)
 
-    def _stop(self, check: CheckSpec, number: int) -> None:
+    def _stop(self, name: str) -> None:
         """After a timeout the docker client is gone but the container may still run: stop it."""
-        name = invocation.container_name(self.run_id, check.name, number)
         self.transport.run([*self.host.docker, "stop", "-t", str(STOP_GRACE_SECONDS), name], timeout=STOP_GRACE_SECONDS + 60)
         self.transport.run([*self.host.docker, "rm", "-f", name], timeout=60)
 
@@ -316,6 +378,18 @@ class _SpecProblem(Exception):
 def _secret_names(check: CheckSpec) -> dict[str, str]:
     """Env key -> the variable its ``${VAR}`` reference names, for the check's secret env."""
     return {key: name for key, value in check.env.items() if (name := secret_name(value))}
+
+
+def ab_note(exit_status: int | None, control: Verdict | None = None) -> str | None:
+    """What the A/B rerun (EraseInverseOps disabled) says about a reordering; ``None`` while
+    its output still has to be judged (it exited 0 and ``control`` is not given yet)."""
+    if exit_status != 0:
+        return f"A/B rerun with enable-erase-inverse-ops-pass=false did not complete (exit {exit_status})"
+    if control is None:
+        return None
+    if control.outcome is Outcome.PASS:
+        return "confirmed by A/B: with enable-erase-inverse-ops-pass=false the order holds"
+    return "not EraseInverseOps alone: the order breaks with enable-erase-inverse-ops-pass=false too"
 
 
 def eio_disabled(command: Sequence[str]) -> tuple[str, ...]:

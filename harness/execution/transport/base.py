@@ -15,6 +15,7 @@ import os
 import shlex
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,6 +251,29 @@ def open_regular_file(path: str | os.PathLike, what: str) -> IO[bytes]:
 def check_size(size: int, max_bytes: int | None, what: str) -> None:
     if max_bytes is not None and size > max_bytes:
         raise ArtifactError(f"{what} is {size} bytes, over the limit of {max_bytes} bytes; refusing to copy it")
+
+
+class Lifeline:
+    """A command's stdin that stays open, sending nothing, until it is cut.
+
+    The host reads it as "the harness still wants this": it closes when :meth:`cut` is called
+    (a cancelled check), when the command ends (the transports cut it then), or when the harness
+    is gone (killed, or its connection lost), and a command on the host can act on that EOF.
+    """
+
+    def __init__(self) -> None:
+        self._cut = threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        self._cut.wait()
+        return iter(())
+
+    def cut(self) -> None:
+        self._cut.set()
+
+    @property
+    def is_cut(self) -> bool:
+        return self._cut.is_set()
 
 
 class Transport(abc.ABC):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.execution.transport.base import (
+    Lifeline,
     CHUNK,
     ArtifactError,
     ByteSource,
@@ -70,6 +71,8 @@ class LocalTransport(Transport):
             for pipe in (proc.stdout, proc.stderr):
                 pipe.close()
             proc.wait()
+            if isinstance(stdin, Lifeline):
+                stdin.cut()  # the command ended: nothing waits on its stdin any more
             if feeder is not None:
                 # Bounded: a source that blocks forever must not hang a finished command.
                 feeder.join(timeout=kill_grace)

@@ -30,6 +30,7 @@ from paramiko.common import OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 
 from harness.core.outcomes import EnvCategory
 from harness.execution.transport.base import (
+    Lifeline,
     CHUNK,
     ArtifactError,
     ByteSource,
@@ -184,6 +185,8 @@ class SshTransport(Transport):
                 # A callback raised or we were interrupted: leave no process behind.
                 self._signal(stdout.pid, "KILL")
             chan.close()
+            if isinstance(stdin, Lifeline):
+                stdin.cut()  # the command ended: nothing waits on its stdin any more
             if feeder is not None:
                 feeder.join(timeout=kill_grace)
         stdout.flush()

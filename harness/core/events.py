@@ -1,0 +1,73 @@
+"""What happens during a run, as events: the scheduler emits them, listeners consume them.
+
+The JUnit feed, ``summary.json``, the console and (later) the history database are listeners;
+none of them decides an outcome. Events are small immutable values; a listener that raises is
+the harness's own bug and is reported, never allowed to stop the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.core.outcomes import CaseResult
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+    job: str
+    checks: tuple[str, ...]
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HostChecked:
+    """Preflight of a host ended: ``faults`` empty when it is fit."""
+
+    host: str
+    faults: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckStarted:
+    host: str
+    check: str
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CheckWaiting:
+    """A check waits for a device another run has leased."""
+
+    host: str
+    check: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class CheckFinished:
+    host: str
+    check: str
+    cases: tuple[CaseResult, ...]
+    note: str = ""  # a retry, a triage: what the scheduler did on top of running it
+
+
+@dataclass(frozen=True)
+class HostQuarantined:
+    host: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    run_id: str
+    exit_code: int
+    cancelled: bool = False
+
+
+Event = RunStarted | HostChecked | CheckStarted | CheckWaiting | CheckFinished | HostQuarantined | RunFinished
+
+
+class Listener(Protocol):
+    def on_event(self, event: Event) -> None: ...
