@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -15,7 +17,10 @@ from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
 from harness.core.matrix import matrix, render_table
 from harness.core.spec import load_job
+from harness.execution.runner import DEFAULT_LEASE_WAIT
 from harness.orchestration.jobrun import run_job
+from harness.orchestration.progress import ConsoleProgress
+from harness.orchestration.scheduler import Options
 
 @app.command("run")
 def run(
@@ -28,6 +33,8 @@ def run(
     root: str = typer.Option("/", "--root", help="Read hosts' /sys, /dev and /proc under this folder: anything but / is a STAND-IN host tree (tests, the simulated lab)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines (steps and image builds)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also stream each check's own output as it runs (it is always in the logs)."),
+    lease_wait: float = typer.Option(DEFAULT_LEASE_WAIT, "--lease-wait", min=0, help="Seconds a check waits for a card another run holds, then env_fault/device-busy."),
+    quarantine_after: int = typer.Option(2, "--quarantine-after", min=1, help="Environment faults after which a host runs nothing more in this run."),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
@@ -41,10 +48,14 @@ def run(
         names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
         say = None if quiet else (lambda line: typer.echo(line, err=True))
-        report = run_job(
-            job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
-            on_output=say if verbose else None, root=root, environ=dict(os.environ),
-        )
+        with _cancelled_by_signals() as caught:
+            report = run_job(
+                job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+                on_output=say if verbose else None, environ=dict(os.environ),
+                options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
+                listeners=() if quiet else (ConsoleProgress(),),
+                started_scheduler=caught.watch,
+            )
     except InputError as exc:
         raise fail_input(exc)
     except ValueError as exc:  # e.g. a jump-host loop in the inventory
@@ -65,4 +76,37 @@ def run(
     typer.echo("")
     typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}  logs: {report.logs}/")
     sys.stdout.flush()
+    if caught.signal is not None:
+        typer.echo(f"{job.name}: cancelled by {signal.Signals(caught.signal).name}; the report holds what finished", err=True)
+        raise typer.Exit(128 + caught.signal)  # 130 for Ctrl-C, 143 for SIGTERM
     raise typer.Exit(report.exit_code)
+
+
+class _Signals:
+    """The first SIGINT or SIGTERM cancels the run; later ones change nothing (the cleanup runs)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.scheduler = None
+
+    def watch(self, scheduler) -> None:
+        self.scheduler = scheduler
+        if self.signal is not None:
+            scheduler.cancel()
+
+    def handle(self, signum, frame) -> None:
+        if self.signal is None:
+            self.signal = signum
+        if self.scheduler is not None:
+            self.scheduler.cancel()
+
+
+@contextlib.contextmanager
+def _cancelled_by_signals():
+    caught = _Signals()
+    previous = {sig: signal.signal(sig, caught.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

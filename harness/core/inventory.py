@@ -45,6 +45,9 @@ class Host:
     docker: str | None = None  # the engine endpoint on the host; None: the host's default
     jump: str | None = None  # name of another host in the inventory
     registry: Registry | None = None
+    # Resets the cards a hung check used ({devices}: their numbers, comma-separated), before the
+    # smoke check and the rerun of hang triage. tt-smi 6.x takes `-r 0,1`.
+    reset: tuple[str, ...] = ("tt-smi", "-r", "{devices}")
 
     @property
     def device_ids(self) -> tuple[int, ...]:
@@ -97,7 +100,7 @@ def _host(node: Node) -> Host:
         required=("name",),
         optional=(
             "transport", "address", "port", "user", "identity_file", "known_hosts", "host_key_policy",
-            "labels", "boards", "docker", "jump", "registry",
+            "labels", "boards", "docker", "jump", "registry", "reset",
         ),
     )
     name = f.req("name").as_str("host name")
@@ -115,6 +118,9 @@ def _host(node: Node) -> Host:
     def text(key: str) -> str | None:
         return f.opt(key).as_str(key) if f.has(key) else None
 
+    reset = f.opt("reset").as_str_list("reset") if f.has("reset") else Host.reset
+    if not reset:
+        raise f.req("reset").fail("reset is an argv like [tt-smi, -r, '{devices}']; it is empty")
     port = f.opt("port").as_int("port", minimum=1) if f.has("port") else 22
     if port > 65535:
         raise f.req("port").fail("port must be at most 65535")
@@ -129,6 +135,7 @@ def _host(node: Node) -> Host:
         host_key_policy=f.opt("host_key_policy").as_choice("host_key_policy", HOST_KEY_POLICIES)
         if f.has("host_key_policy")
         else "strict",
+        reset=tuple(reset),
         labels=f.opt("labels").as_str_list("labels") if f.has("labels") else (),
         boards=tuple(_board(b) for b in f.opt("boards").as_list("boards")) if f.has("boards") else (),
         docker=text("docker"),

@@ -116,6 +116,7 @@ class JobSpec:
     checks: tuple[CheckSpec, ...]
     description: str = ""
     warnings: tuple[Problem, ...] = ()  # what the profile lacks for the board, located in the spec
+    smoke: str | None = None  # the check that tells a sick board from a check that hangs it
 
     def check(self, name: str) -> CheckSpec:
         for check in self.checks:
@@ -139,7 +140,7 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
         root,
         "job spec",
         required=("name", "image", "checks"),
-        optional=("description", "device", "profile", "hosts"),
+        optional=("description", "device", "profile", "hosts", "smoke"),
     )
     problems: list[Problem] = []
 
@@ -157,6 +158,11 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
     hosts = attempt(_hosts, f.opt("hosts"))
     checks = attempt(_checks, f.req("checks"), path.parent, problems, profiles)
     description = f.opt("description")
+    smoke = f.opt("smoke").as_str("smoke") if f.has("smoke") else None
+    if smoke is not None and checks is not None and smoke not in {c.name for c in checks}:
+        problems.append(f.req("smoke").problem(
+            f"smoke names no check of this job{did_you_mean(smoke, tuple(c.name for c in checks))}"
+        ))
     if problems:
         raise InputError(problems)
     warnings = ()
@@ -180,6 +186,7 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
         checks=checks,
         description=" ".join(description.as_str("description").split()) if description else "",
         warnings=warnings,
+        smoke=smoke,
     )
 
 
