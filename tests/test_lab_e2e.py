@@ -155,7 +155,10 @@ def test_each_fault_is_its_own_env_fault_on_its_host(sim_lab: SimLab, tmp_path: 
         sim_lab.heal(H2)
     assert summary["_rc"] == 3, summary["_stdout"]  # environment faults only: nothing red
     broken = cases(summary, H2)
-    assert broken and {(c["outcome"], c["category"]) for c in broken} == {("env_fault", expected)}, broken
+    faults = {(c["outcome"], c["category"]) for c in broken} - {("pass", None)}
+    assert faults == {("env_fault", expected)}, broken
+    if fault != "hang":  # a hang is cured by the triage's reset: later checks may pass there
+        assert {c["outcome"] for c in broken} == {"env_fault"}, broken
     assert {c["outcome"] for c in cases(summary, H1)} == {"pass"}
 
 

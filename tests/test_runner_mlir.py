@@ -56,6 +56,14 @@ def test_without_ab_no_rerun_happens(ttmlir_image, tmp_path):
     assert not list((tmp_path / "logs").rglob("eio-off"))
 
 
+def test_an_ab_rerun_that_writes_no_output_is_a_note_not_a_crash(ttmlir_image, tmp_path):
+    """Regression: the control run exiting 0 without output raised an artifact error out of
+    `harness run` (traceback, exit 1, no report)."""
+    case = _run(tmp_path, env='STANDIN_AB_NO_OUTPUT: "1"')
+    assert case.outcome is Outcome.FAIL and "ttir-erase-inverse-ops" in case.verdict.message
+    assert "A/B rerun with enable-erase-inverse-ops-pass=false wrote no output" in case.verdict.message
+
+
 def test_compiler_crash_is_a_real_failure(ttmlir_image, tmp_path):
     case = _run(tmp_path, env='STANDIN_CRASH: "1"')
     assert case.outcome is Outcome.FAIL

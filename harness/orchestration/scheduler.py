@@ -44,7 +44,6 @@ from harness.core.events import (
     HostChecked,
     HostQuarantined,
     Listener,
-    RunFinished,
     RunStarted,
 )
 from harness.core.hostfacts import PreflightReport
@@ -318,7 +317,8 @@ class Scheduler:
             try:
                 cases, note = self._execute(state, task, devices)
             except Exception:
-                cases, note = [_not_run(self.job, self.job.check(task.check), _internal("running the check failed", traceback.format_exc()))], ""
+                crashed = _internal("running the check failed", traceback.format_exc())
+                cases, note = [_not_run(self.job, self.job.check(task.check), crashed)], ""
             with self._cv:
                 self.running -= 1
                 for device in devices:
@@ -340,6 +340,7 @@ class Scheduler:
         return None
 
     def _execute(self, state: _HostState, task: Task, devices: tuple[int, ...]) -> tuple[list[CaseResult], str]:
+        """Run a task: its cases, and a note of what was done on top (a retry, a triage)."""
         check = self.job.check(task.check)
         runner = state.runner
         assert runner is not None
@@ -391,10 +392,14 @@ class Scheduler:
                 for c in again
             ], "triage: the check hangs the device"
         steps.append(Evidence(None, f"triage 4: run again after the reset: {cell(again)}", "triage"))
-        return [
-            dataclasses.replace(c, verdict=dataclasses.replace(c.verdict, evidence=tuple(steps) + c.verdict.evidence))
-            for c in again
-        ], "triage: hung once, ran after a reset"
+        # The check ran once the board was reset: the hang was the board's. Reported as such
+        # (never hidden behind the rerun's pass); the rerun's own result is in the evidence.
+        cured = Verdict.env_fault(
+            EnvCategory.DEVICE_HANG,
+            f"the board of {host.name} hung during {check.name}; after a reset the check ran ({cell(again)})",
+            steps,
+        )
+        return [dataclasses.replace(c, verdict=cured) for c in again], "triage: the board hung once, a reset cured it"
 
     def _settle(self, state: _HostState, task: Task, cases: list[CaseResult], note: str) -> None:
         """Record a finished task, or retry it elsewhere; count environment faults; quarantine."""
