@@ -215,3 +215,16 @@ def test_the_ticker_redraws_while_a_check_runs_and_stops_with_the_run(monkeypatc
     assert "running 5s dev 0" in stream.getvalue()
     console.on_event(RunFinished("r1", 0))
     assert not ticker.is_alive()
+
+
+def test_lines_that_are_not_events_go_above_the_table_or_get_a_stamp(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    clock = Clock()
+    console, stream = progress(True, clock)
+    console.on_event(RunStarted("r1", "nightly", CHECKS, HOSTS))
+    console.say("Step 3/9 : RUN apt-get install g++")
+    last = frames(stream.getvalue())[-1]
+    assert last[0] == "Step 3/9 : RUN apt-get install g++" and last[1].startswith("run r1 nightly")
+    plain, out = progress(False, clock)
+    plain.say("Loaded image ID: sha256:abc")
+    assert out.getvalue() == "2026-11-23T15:40:00Z Loaded image ID: sha256:abc\n"

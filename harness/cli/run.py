@@ -47,13 +47,14 @@ def run(
         lab = load_inventory(resolve_inventory(inventory, lab_name))
         names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
-        say = None if quiet else (lambda line: typer.echo(line, err=True))
+        console = None if quiet else ConsoleProgress()
+        say = console.say if console is not None else None
         with _cancelled_by_signals() as caught:
             report = run_job(
                 job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
                 on_output=say if verbose else None, environ=dict(os.environ),
                 options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
-                listeners=() if quiet else (ConsoleProgress(),),
+                listeners=() if console is None else (console,),
                 started_scheduler=caught.watch,
             )
     except InputError as exc:

@@ -73,6 +73,22 @@ class ConsoleProgress:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
+    def say(self, line: str) -> None:
+        """A line that is not an event (image build output): above the table on a TTY, so
+        the table stays whole; a timestamped line otherwise."""
+        try:
+            with self._lock:
+                if self.tty:
+                    back = _UP.format(self._drawn) if self._drawn else ""
+                    self._drawn = 0
+                    self._write(back + line.rstrip("\n") + _EOL + "\n" + _EOS)
+                    if self._hosts:
+                        self._draw()
+                else:
+                    self._write(f"{self.now().strftime('%Y-%m-%dT%H:%M:%SZ')} {line.rstrip()}\n")
+        except Exception:  # noqa: BLE001 - the console must never stop a run
+            pass
+
     # -- the listener ---------------------------------------------------------------------------
 
     def on_event(self, event: object) -> None:
