@@ -1,6 +1,6 @@
 """How long the simulated lab and the README's main command take, cold and warm.
 
-    python benchmarks/lab_bench.py [--repeat 3] [--skip-cold]
+    python benchmarks/lab_bench.py [--repeat 3] [--cold-repeat N]
 
 Four figures, each the median of ``--repeat`` runs, on this machine's Docker engine:
 
@@ -80,7 +80,7 @@ def median(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--skip-cold", action="store_true", help="only the warm figures (cold ones rebuild every image)")
+    parser.add_argument("--cold-repeat", type=int, default=None, help="runs of the cold figures (default: --repeat; each rebuilds every image)")
     args = parser.parse_args()
     out = Path("/tmp/tt-harness-lab-bench")
     figures: dict[str, list[float]] = {}
@@ -89,8 +89,9 @@ def main() -> None:
         figures.setdefault(name, []).append(seconds)
         print(f"  {name}: {seconds:.1f} s", flush=True)
 
-    for _ in range(args.repeat):
-        if not args.skip_cold:
+    cold_runs = args.repeat if args.cold_repeat is None else args.cold_repeat
+    for run in range(args.repeat):
+        if run < cold_runs:
             lab_down(); remove_images()
             record("lab up, cold (no images)", lab_up())
             lab_down(); remove_images()
@@ -101,7 +102,7 @@ def main() -> None:
         record("main command, warm (images cached, lab down)", main_command(out))
         record("main command, warm (lab up)", main_command(out))
     lab_down()
-    print("\nmedians of", args.repeat)
+    print(f"\nmedians (warm: {args.repeat} runs, cold: {cold_runs})")
     for name, values in figures.items():
         print(f"  {name:48s} {median(values)}")
 

@@ -144,14 +144,15 @@ def test_a_busy_card_waits_then_the_pool_moves_on_and_quarantines_the_host(sim_l
     # Someone else's run holds H1's card (the same lock any harness takes).
     holder = subprocess.Popen(
         ["docker", "exec", sim_lab.container_name(H1), "su", "ci", "-c",
-         f"mkdir -p /tmp/tt-harness-leases && chmod 1777 /tmp/tt-harness-leases 2>/dev/null; exec flock -o {LOCK} sleep 120"],
+         f"mkdir -p /tmp/tt-harness-leases && chmod 1777 /tmp/tt-harness-leases 2>/dev/null; exec flock -o {LOCK} sleep 121 </dev/null >/dev/null 2>&1"],
     )
     try:
         wait_for(lambda: not lease_free(sim_lab, H1), what="the other holder")
         out = tmp_path / "out"
         summary = finish(start(sim_lab, job, out, "--hosts", f"{H1},{H2}", "--lease-wait", "2", "--quarantine-after", "2"), out)
     finally:
-        on_host(sim_lab, H1, f"pkill -f 'flock {LOCK}'", user="root")  # the holder runs in the host, not in docker exec
+        # The holder runs in the host, not in the docker exec client: stop it there.
+        on_host(sim_lab, H1, f"pkill -f 'flock -o {LOCK}'; pkill -f 'sleep 121'", user="root")
         holder.wait()
     wait_for(lambda: lease_free(sim_lab, H1), what="the other holder to let go")
     assert summary["_rc"] == 0, summary["_out"]
