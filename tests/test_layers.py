@@ -11,7 +11,7 @@ PURE = [
     "harness.core.outcomes", "harness.core.spec", "harness.core.inventory", "harness.core.profiles",
     "harness.core.invocation", "harness.core.container_exit", "harness.core.classifier", "harness.core.ingest",
     "harness.core.junit", "harness.core.hostfacts", "harness.core.signatures", "harness.core.matrix",
-    "harness.core.plan", "harness.core.events", "harness.core.lease",
+    "harness.core.plan", "harness.core.events", "harness.core.lease", "harness.core.judge",
     "harness.mlir.check",
 ]
 FORBIDDEN = ("docker", "paramiko", "harness.execution", "harness.orchestration", "harness.cli")

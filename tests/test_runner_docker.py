@@ -281,7 +281,7 @@ def test_connection_lost_mid_run_then_leftover_container_removed(standin_image, 
         (lost,) = runner.run_check(job.check("long"))
         cutter.join()
         assert lost.outcome is Outcome.ENV_FAULT and lost.verdict.category is EnvCategory.SSH
-        assert "connection lost" in lost.verdict.message and "removed when standin answers again" in lost.verdict.message
+        assert "connection lost" in lost.verdict.message and "removes the check's container when it sees the harness gone" in lost.verdict.message
         deadline = time.monotonic() + 30
         while engine.containers.list(all=True, filters=label) and time.monotonic() < deadline:
             time.sleep(0.2)

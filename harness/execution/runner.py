@@ -30,8 +30,8 @@ from typing import Callable, Iterator, Sequence
 from harness.core import invocation, lease
 from harness.core.invocation import needs_card
 from harness.core.lease import leased_argv
-from harness.core.classifier import classify_log
 from harness.core.container_exit import judge_exit
+from harness.core.judge import after_timeout, judge_log, without_report
 from harness.core.ingest import IngestError, read_junit
 from harness.core.invocation import docker_run_argv
 from harness.core.outcomes import (
@@ -46,7 +46,7 @@ from harness.core.outcomes import (
 )
 from harness.core.secretref import secret_name
 from harness.core.spec import CheckSpec, JobSpec
-from harness.mlir.check import judge_pipeline_output
+from harness.mlir.check import ab_note, judge_pipeline_output
 from harness.execution.transport.base import ArtifactError, CommandResult, Lifeline, Transport, TransportError
 
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024  # gtest XML and compiler output; a bigger one is a bug
@@ -188,11 +188,8 @@ class Runner:
                 verdict = judge_exit(
                     result.exit_status, result.timed_out, _numbered_head_and_tail(local / "stderr.log"), check.timeout
                 )
-                if result.timed_out:
-                    # A hang signature in the log says more than "it took too long".
-                    logged = classify_log(_lines(local / "stdout.log", local / "stderr.log"))
-                    if logged.outcome is Outcome.ENV_FAULT and logged.category is EnvCategory.DEVICE_HANG:
-                        verdict = logged
+                if result.timed_out and verdict is not None:
+                    verdict = after_timeout(verdict, _lines(local / "stdout.log", local / "stderr.log"))
                 if verdict is not None:
                     yield classname, check.name, Attempt(verdict, duration, output)
                     return
@@ -203,7 +200,8 @@ class Runner:
                 self._orphans = True
                 verdict = Verdict.env_fault(
                     exc.category,
-                    f"{exc.message}; the check's container is removed when {self.host.name} answers again",
+                    f"{exc.message}; {self.host.name} removes the check's container when it sees the harness gone, "
+                    "and what is left is removed when it answers again",
                 )
             yield classname, check.name, Attempt(verdict, time.monotonic() - started)
         except _SpecProblem as exc:
@@ -225,22 +223,17 @@ class Runner:
                         case.verdict, case.duration, case.output
                     )
                 return
-            verdict = self._classify_logs(local, result.exit_status)
-            if verdict.outcome is Outcome.PASS:
-                verdict = Verdict.error(
-                    HarnessErrorKind.ARTIFACT,
-                    f"{check.kind} exited {result.exit_status} but wrote no {report}; its log shows no failure",
-                )
+            verdict = without_report(check.kind, report, _lines(local / "stdout.log", local / "stderr.log"), result.exit_status)
             yield classname, check.name, Attempt(verdict, duration, output)
             return
         if check.kind == "mlir-order":
             yield classname, check.name, Attempt(self._judge_mlir(check, workdir, local, result, devices), duration, output)
             return
-        yield classname, check.name, Attempt(self._classify_logs(local, result.exit_status), duration, output)
+        yield classname, check.name, Attempt(self._judge_log(local, result.exit_status), duration, output)
 
     def _judge_mlir(self, check, workdir, local, result, devices) -> Verdict:
         if result.exit_status != 0:
-            return self._classify_logs(local, result.exit_status)  # a compiler crash is a real failure
+            return self._judge_log(local, result.exit_status)  # a compiler crash is a real failure
         output = local / invocation.MLIR_OUTPUT
         try:
             self.transport.get(f"{workdir}/out/{invocation.MLIR_OUTPUT}", output, MAX_ARTIFACT_BYTES)
@@ -279,21 +272,8 @@ class Runner:
         return Verdict(verdict.outcome, message=f"{verdict.message}; {note}", evidence=verdict.evidence)
 
     # -- helpers -------------------------------------------------------------------------
-    def _classify_logs(self, local: Path, exit_status: int | None) -> Verdict:
-        """A command's exit status says pass or fail; its log can only say the environment broke.
-
-        Exit 0 is a pass unless the log carries a fatal environment signature. A non-zero exit
-        is what the log shows (a real failure or an environment fault), and a plain failure
-        when the log names neither.
-        """
-        logged = classify_log(_lines(local / "stdout.log", local / "stderr.log"))
-        if logged.outcome is Outcome.ENV_FAULT:
-            return logged
-        if exit_status == 0:
-            return Verdict(Outcome.PASS)
-        if logged.outcome is Outcome.FAIL and logged.evidence:
-            return Verdict(Outcome.FAIL, message=f"exited {exit_status}: {logged.message}", evidence=logged.evidence)
-        return Verdict(Outcome.FAIL, message=f"exited {exit_status}; the log names no failure or environment signature")
+    def _judge_log(self, local: Path, exit_status: int | None) -> Verdict:
+        return judge_log(_lines(local / "stdout.log", local / "stderr.log"), exit_status)
 
     def _docker_run(self, check: CheckSpec, number: int, workdir: str, devices: tuple[int, ...], name: str) -> list[str]:
         """The check's ``docker run`` as the host runs it: named ``name``, holding a lease on
@@ -378,18 +358,6 @@ class _SpecProblem(Exception):
 def _secret_names(check: CheckSpec) -> dict[str, str]:
     """Env key -> the variable its ``${VAR}`` reference names, for the check's secret env."""
     return {key: name for key, value in check.env.items() if (name := secret_name(value))}
-
-
-def ab_note(exit_status: int | None, control: Verdict | None = None) -> str | None:
-    """What the A/B rerun (EraseInverseOps disabled) says about a reordering; ``None`` while
-    its output still has to be judged (it exited 0 and ``control`` is not given yet)."""
-    if exit_status != 0:
-        return f"A/B rerun with enable-erase-inverse-ops-pass=false did not complete (exit {exit_status})"
-    if control is None:
-        return None
-    if control.outcome is Outcome.PASS:
-        return "confirmed by A/B: with enable-erase-inverse-ops-pass=false the order holds"
-    return "not EraseInverseOps alone: the order breaks with enable-erase-inverse-ops-pass=false too"
 
 
 def eio_disabled(command: Sequence[str]) -> tuple[str, ...]:

@@ -56,3 +56,15 @@ def _culprit(dump_path: str, policy: FusedPolicy) -> str:
 
 def _evidence(exc: InputError) -> list[Evidence]:
     return [Evidence(problem.line, str(problem)) for problem in exc.problems]
+
+
+def ab_note(exit_status: int | None, control: Verdict | None = None) -> str | None:
+    """What the A/B rerun (EraseInverseOps disabled) says about a reordering; ``None`` while
+    its output still has to be judged (it exited 0 and ``control`` is not given yet)."""
+    if exit_status != 0:
+        return f"A/B rerun with enable-erase-inverse-ops-pass=false did not complete (exit {exit_status})"
+    if control is None:
+        return None
+    if control.outcome is Outcome.PASS:
+        return "confirmed by A/B: with enable-erase-inverse-ops-pass=false the order holds"
+    return "not EraseInverseOps alone: the order breaks with enable-erase-inverse-ops-pass=false too"

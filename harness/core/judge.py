@@ -1,0 +1,48 @@
+"""How a check's run is judged from its logs, once Docker's and the probe's ending
+(:mod:`harness.core.container_exit`) said nothing. Pure: every executor (docker over SSH or
+locally today, a cluster scheduler's node later) hands in the exit status and log lines and
+gets the same verdict.
+
+- A command's exit status says pass or fail; its log can only say the environment broke:
+  exit 0 is a pass unless the log carries a fatal environment signature; a non-zero exit is
+  what the log shows (a real failure or an environment fault), else a plain failure.
+- A timeout is ``env_fault/timeout``, unless the log shows a device hang, which says more.
+- A gtest/pytest run that wrote no report: what its log shows; a log showing nothing wrong is
+  the harness's problem (``error/artifact``), never a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from harness.core.classifier import classify_log
+from harness.core.outcomes import EnvCategory, HarnessErrorKind, Outcome, Verdict
+
+
+def judge_log(lines: Iterable[str], exit_status: int | None) -> Verdict:
+    logged = classify_log(lines)
+    if logged.outcome is Outcome.ENV_FAULT:
+        return logged
+    if exit_status == 0:
+        return Verdict(Outcome.PASS)
+    if logged.outcome is Outcome.FAIL and logged.evidence:
+        return Verdict(Outcome.FAIL, message=f"exited {exit_status}: {logged.message}", evidence=logged.evidence)
+    return Verdict(Outcome.FAIL, message=f"exited {exit_status}; the log names no failure or environment signature")
+
+
+def after_timeout(timed_out: Verdict, lines: Iterable[str]) -> Verdict:
+    """A timed-out check: a device-hang signature in its log beats "it took too long"."""
+    logged = classify_log(lines)
+    if logged.outcome is Outcome.ENV_FAULT and logged.category is EnvCategory.DEVICE_HANG:
+        return logged
+    return timed_out
+
+
+def without_report(kind: str, report: str, lines: Iterable[str], exit_status: int | None) -> Verdict:
+    """A gtest/pytest run whose XML report is missing or unreadable."""
+    verdict = judge_log(lines, exit_status)
+    if verdict.outcome is Outcome.PASS:
+        return Verdict.error(
+            HarnessErrorKind.ARTIFACT, f"{kind} exited {exit_status} but wrote no {report}; its log shows no failure"
+        )
+    return verdict
