@@ -50,7 +50,7 @@ def lab_down() -> None:
 def remove_images() -> None:
     """The lab's images and the base they are built from: what a fresh machine lacks."""
     listed = sh("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-    doomed = [ref for ref in listed if ref.startswith(("tt-harness/lab-host-", "tt-harness/nightly:")) or ref == BASE_IMAGE]
+    doomed = [ref for ref in listed if ref.startswith(("tt-harness/lab-host:", "tt-harness/nightly:")) or ref == BASE_IMAGE]
     if doomed:
         sh("docker", "rmi", "-f", *doomed)
     sh("docker", "image", "prune", "-f")

@@ -316,13 +316,16 @@ class Runner:
 
     @contextlib.contextmanager
     def _workdir(self, check: CheckSpec) -> Iterator[str]:
-        made = self.transport.run(["mktemp", "-d", f"/tmp/harness-{self.run_id}-{check.name}-XXXXXX"], timeout=60)
+        # One round trip: the folder, and in it a world-writable out/ (the image's user may not be root).
+        made = self.transport.run(
+            ["sh", "-c", 'd=$(mktemp -d "$1") && mkdir -m 0777 -p "$d/out" "$d/in" && echo "$d"', "workdir",
+             f"/tmp/harness-{self.run_id}-{check.name}-XXXXXX"],
+            timeout=60,
+        )
         if not made.ok:
             raise TransportError(EnvCategory.DISK, f"cannot make a work folder on {self.host.name}: {made.stderr_tail}")
         workdir = made.stdout_tail.strip()
         try:
-            # World-writable out/: the image's user may not be root.
-            self.transport.run(["mkdir", "-m", "0777", "-p", f"{workdir}/out", f"{workdir}/in"], timeout=60)
             if check.input is not None:
                 self.transport.put(check.input, f"{workdir}/in/{check.input.name}")
             self._put_secrets(check, workdir)

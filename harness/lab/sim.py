@@ -31,7 +31,6 @@ from typing import Callable, Mapping, Sequence
 import docker
 import docker.errors
 import paramiko
-import requests.exceptions
 
 from harness.core.atomic import write_text
 from harness.execution import images
@@ -188,7 +187,7 @@ class SimLab:
     def _host_image(self) -> str:
         self._ensure_base()
         rendering = images.render_dockerfile(
-            f"lab-host-{self.name}", "lab-host", (HOST_IMAGE_DIR / "Dockerfile").read_text(),
+            "lab-host", "lab-host", (HOST_IMAGE_DIR / "Dockerfile").read_text(),
             (("BASE", DEBIAN_BASE),), HOST_IMAGE_DIR,
         )
         if images.find_image(self.client, rendering.tag) is None:
@@ -384,11 +383,9 @@ def _parse_status(host: str, address: str | None, text: str) -> HostStatus:
 
 def _docker_client() -> docker.DockerClient:
     try:
-        client = docker.from_env()
-        client.ping()
-        return client
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise LabError(f"the Docker engine is not reachable ({exc}); the simulated lab runs on it") from None
+        return images.docker_client()
+    except images.ImageError as exc:
+        raise LabError(f"{exc.message}; the simulated lab runs on this machine's Docker engine") from None
 
 
 def _key(path: Path, comment: str) -> paramiko.Ed25519Key:
