@@ -14,6 +14,7 @@ import typer
 from harness.cli.app import app
 from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resolve_inventory, split_names, usage_error
 from harness.core.errors import InputError
+from harness.core.files import OutputError, check_output, check_output_dir
 from harness.core.inventory import load_inventory
 from harness.core.matrix import matrix, render_table
 from harness.core.spec import load_job
@@ -47,6 +48,10 @@ def run(
         lab = load_inventory(resolve_inventory(inventory, lab_name))
         names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
+        # Every output is checked before anything runs: a wrong path must not cost a run.
+        check_output_dir(out_dir, "--out")
+        check_output(junit_path or out_dir / "junit.xml", "--junit")
+        check_output(out_dir / "summary.json", "summary")
         console = None if quiet else ConsoleProgress()
         say = console.say if console is not None else None
         with _cancelled_by_signals() as caught:
@@ -59,7 +64,7 @@ def run(
             )
     except InputError as exc:
         raise fail_input(exc)
-    except ValueError as exc:  # e.g. a jump-host loop in the inventory
+    except (ValueError, OutputError) as exc:  # a jump-host loop in the inventory; an output path
         raise usage_error(str(exc))
     counts = ", ".join(f"{n} {name}" for name, n in report.summary()["counts"].items() if n)
     typer.echo(f"{job.name}: {counts} (run {report.run_id})")

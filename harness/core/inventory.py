@@ -12,6 +12,7 @@ from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_
 
 TRANSPORTS = ("ssh", "local")
 HOST_KEY_POLICIES = ("strict", "accept-new")
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$")  # DNS names, IPv4, IPv6
 
 
@@ -104,6 +105,11 @@ def _host(node: Node) -> Host:
         ),
     )
     name = f.req("name").as_str("host name")
+    if not _HOST_NAME.fullmatch(name):
+        # Host names become folders under --out and parts of container names: no paths.
+        raise f.req("name").fail(
+            f"host name {name!r} must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
     transport = f.opt("transport").as_choice("transport", TRANSPORTS) if f.has("transport") else "ssh"
     address = None
     if transport == "ssh":

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import yaml
 
 from harness.core.errors import InputError, Problem
+from harness.core.files import read_bounded
 from harness.core.secretref import is_secret_ref
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024  # a job spec or inventory is a few KB; refuse anything huge
@@ -204,12 +205,7 @@ def _kind(value: Any) -> str:
 def load_file(path: str | Path) -> Node:
     """Read and compose one YAML document from ``path``; every failure is an :class:`InputError`."""
     shown = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError.at(shown, 1, 1, f"cannot read file: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError.at(shown, 1, 1, f"file is {len(data)} bytes; inputs larger than {MAX_INPUT_BYTES} are refused")
+    data = read_bounded(path, MAX_INPUT_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -219,6 +215,7 @@ def load_file(path: str | Path) -> Node:
 
 def load_text(text: str, path: str) -> Node:
     try:
+        _refuse_aliases(text, path)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -228,7 +225,7 @@ def load_text(text: str, path: str) -> Node:
         raise InputError.at(path, 1, 1, f"invalid YAML: {exc}") from None
     if root is None:
         raise InputError.at(path, 1, 1, "the file is empty")
-    return _convert(root, path, set())
+    return _convert(root, path)
 
 
 _PLAIN_TAGS = frozenset(
@@ -237,12 +234,20 @@ _PLAIN_TAGS = frozenset(
 _CONSTRUCTOR = yaml.SafeLoader("")  # only used to turn scalar nodes into Python values safely
 
 
-def _convert(node: yaml.Node, path: str, seen: set[int], key_pos: tuple[int, int] = (0, 0)) -> Node:
-    """``seen`` holds every collection node converted so far: a second visit is an alias."""
+def _refuse_aliases(text: str, path: str) -> None:
+    """Every alias, of a scalar too, is refused where it stands: a few of them can expand a
+    small spec into gigabytes ("billion laughs"), and specs have no need of them."""
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, yaml.AliasToken):
+            mark = token.start_mark
+            raise InputError.at(
+                path, mark.line + 1, mark.column + 1,
+                f"YAML alias *{token.value} is not supported in specs: write the value out",
+            )
+
+
+def _convert(node: yaml.Node, path: str, key_pos: tuple[int, int] = (0, 0)) -> Node:
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
-    if id(node) in seen:
-        # An alias of a collection: legal YAML, but the way "billion laughs" explodes.
-        raise InputError.at(path, line, col, "YAML aliases of mappings or lists are not supported in specs")
     if node.tag == "tag:yaml.org,2002:timestamp" and isinstance(node, yaml.ScalarNode):
         return Node(node.value, path, line, col, *key_pos)  # a date-like ref or version stays text
     if node.tag not in _PLAIN_TAGS:
@@ -253,9 +258,8 @@ def _convert(node: yaml.Node, path: str, seen: set[int], key_pos: tuple[int, int
         except yaml.YAMLError as exc:
             raise InputError.at(path, line, col, f"invalid value: {exc}") from None
         return Node(value, path, line, col, *key_pos)
-    seen.add(id(node))
     if isinstance(node, yaml.SequenceNode):
-        return Node([_convert(item, path, seen) for item in node.value], path, line, col, *key_pos)
+        return Node([_convert(item, path) for item in node.value], path, line, col, *key_pos)
     if isinstance(node, yaml.MappingNode):
         result: dict[str, Node] = {}
         for key_node, value_node in node.value:
@@ -268,6 +272,6 @@ def _convert(node: yaml.Node, path: str, seen: set[int], key_pos: tuple[int, int
                 raise InputError.at(
                     path, key_line, key_col, f"duplicate key {key!r} (first defined at line {first.line})"
                 )
-            result[key] = _convert(value_node, path, seen, (key_line, key_col))
+            result[key] = _convert(value_node, path, (key_line, key_col))
         return Node(result, path, line, col, *key_pos)
     raise InputError.at(path, line, col, f"unsupported YAML node {type(node).__name__}")

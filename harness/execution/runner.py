@@ -170,6 +170,10 @@ class Runner:
             missing = [name for name in _secret_names(check).values() if name not in self.secrets]
             if missing:
                 raise _SpecProblem(f"env references ${{{missing[0]}}}, which is not set where harness runs")
+            broken = [name for name in _secret_names(check).values() if any(c in self.secrets[name] for c in "\r\n\0")]
+            if broken:
+                # One variable per line in the --env-file: a newline would smuggle in another.
+                raise _SpecProblem(f"${{{broken[0]}}} holds a line break or NUL, which an env file cannot carry: refused")
             with self._workdir(check) as workdir:
                 name = self._next_name(check, number)
                 result = self._run_container(

@@ -1,0 +1,146 @@
+"""Hostile and careless input (issue 9): every reproduction, with the general fix's rule."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import harness.cli  # noqa: F401  (registers the commands)
+from harness.cli.app import app
+from harness.core.atomic import write_text
+from harness.core.errors import InputError
+from harness.core.files import OutputError, read_bounded
+from harness.core.yamlnodes import MAX_INPUT_BYTES, load_file
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = REPO / "jobs" / "nightly.yaml"
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+# -- outputs never clobber what they point at ----------------------------------------------
+
+
+def test_a_character_device_as_output_is_written_through_never_replaced(tmp_path):
+    if os.geteuid() != 0:
+        pytest.fail("mknod needs root; the test suite runs as root (scripts/test)", pytrace=False)
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of our own
+    write_text(node, "<testsuites/>")
+    assert stat.S_ISCHR(node.stat().st_mode)  # still the device, not a regular file
+
+
+def test_a_fifo_as_output_is_written_through_and_one_nobody_reads_is_an_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="nobody reads"):
+        write_text(fifo, "x")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    for _ in range(50):  # until the reader has the FIFO open
+        try:
+            write_text(fifo, "report")
+            break
+        except OutputError:
+            time.sleep(0.05)
+    reader.join(timeout=5)
+    assert got == ["report"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_run_refuses_a_folder_as_junit_and_a_file_as_out_before_anything_runs(tmp_path):
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    result = run("run", str(JOB), "--inventory", "configs/local.yaml", "--junit", str(folder), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2 and "is a folder" in result.output
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    result = run("run", str(JOB), "--inventory", "configs/local.yaml", "--out", str(afile))
+    assert result.exit_code == 2 and "is not a folder" in result.output
+    assert afile.read_text() == "keep me"
+    result = run("run", str(JOB), "--inventory", "configs/local.yaml", "--out", "/dev/null")
+    assert result.exit_code == 2 and "not a folder" in result.output
+
+
+# -- every read is bounded -------------------------------------------------------------------
+
+
+def test_an_endless_file_is_refused_without_reading_it():
+    started = time.monotonic()
+    with pytest.raises(InputError, match="not a regular file"):
+        load_file("/dev/zero")
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_fifo_as_a_spec_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    result = run("validate", str(fifo))
+    assert result.exit_code == 2 and "not a regular file" in result.output
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_huge_spec_is_refused_by_its_size_before_it_is_read(tmp_path):
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as handle:
+        handle.truncate(200 * 1024 * 1024)  # sparse: 200 MB that cost nothing to make
+    with pytest.raises(InputError, match=f"more than {MAX_INPUT_BYTES} are refused"):
+        load_file(big)
+
+
+def test_read_bounded_refuses_a_folder(tmp_path):
+    with pytest.raises(InputError, match="is a directory"):
+        read_bounded(tmp_path, 10)
+
+
+# -- YAML aliases ----------------------------------------------------------------------------
+
+
+def test_every_alias_is_refused_where_it_stands_scalars_too(tmp_path):
+    spec = tmp_path / "alias.yaml"
+    spec.write_text("name: &n probe\ndescription: *n\nimage: {base: x, wheel: '1'}\nchecks: []\n")
+    with pytest.raises(InputError) as caught:
+        load_file(spec)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.col) == (2, 14) and "alias *n" in problem.message
+
+
+# -- path escapes and injected variables -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["/tmp/evil", "../../../tmp/evil2", "probe\n", ".hidden"])
+def test_host_names_that_are_paths_are_refused(tmp_path, name):
+    from harness.core.inventory import load_inventory
+
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f"hosts:\n  - {{name: {name!r}, transport: local}}\n".replace("'", '"').replace("\n\"", '\\n"'))
+    with pytest.raises(InputError, match="host name"):
+        load_inventory(inventory)
+
+
+def test_a_secret_with_a_line_break_cannot_inject_a_second_variable(tmp_path):
+    from harness.core.outcomes import HarnessErrorKind, Outcome
+    from harness.core.spec import load_job
+    from harness.execution.runner import HostContext, Runner
+    from harness.execution.transport import LocalTransport
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: s\nimage: {base: x, wheel: '1'}\n"
+        "checks:\n  - {name: c, kind: command, command: ['true'], env: {API_TOKEN: '${SECRET}'}}\n"
+    )
+    job = load_job(spec)
+    runner = Runner(job, LocalTransport(), HostContext("here"), "never-run", "r1", tmp_path / "logs",
+                    secrets={"SECRET": "a\nLD_PRELOAD=/evil.so"})
+    (case,) = runner.run_check(job.check("c"))
+    assert case.outcome is Outcome.ERROR and case.verdict.category is HarnessErrorKind.SPEC
+    assert "line break" in case.verdict.message and "/evil.so" not in case.verdict.message
