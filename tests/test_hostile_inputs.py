@@ -144,3 +144,34 @@ def test_a_secret_with_a_line_break_cannot_inject_a_second_variable(tmp_path):
     (case,) = runner.run_check(job.check("c"))
     assert case.outcome is Outcome.ERROR and case.verdict.category is HarnessErrorKind.SPEC
     assert "line break" in case.verdict.message and "/evil.so" not in case.verdict.message
+
+
+# -- valid-looking input that used to crash --------------------------------------------------
+
+
+def spec_with(tmp_path: Path, check_extra: str = "", top: str = "") -> Path:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: s\nimage: {base: x, wheel: '1'}\n" + top
+        + "checks:\n  - {name: c, kind: command, command: ['true']" + check_extra + "}\n"
+    )
+    return spec
+
+
+def test_deep_nesting_is_an_input_error_not_a_recursion_error(tmp_path):
+    spec = spec_with(tmp_path, top="description: " + "[" * 500 + "]" * 500 + "\n")
+    result = run("validate", str(spec))
+    assert result.exit_code == 2 and "nested too deeply" in result.output
+
+
+@pytest.mark.parametrize("timeout", [".inf", ".nan", "99999999999999999999999h", "-5"])
+def test_timeouts_that_cannot_be_timers_are_refused(tmp_path, timeout):
+    result = run("validate", str(spec_with(tmp_path, f", timeout: {timeout}")))
+    assert result.exit_code == 2 and "timeout" in result.output
+
+
+def test_an_argument_too_long_for_the_kernel_is_refused_at_validate(tmp_path):
+    spec = spec_with(tmp_path)
+    spec.write_text(spec.read_text().replace("command: ['true']", "command: ['echo', '" + "x" * 200_000 + "']"))
+    result = run("validate", str(spec))
+    assert result.exit_code == 2 and "characters" in result.output

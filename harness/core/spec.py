@@ -7,6 +7,7 @@ immutable types or raises :class:`~harness.core.errors.InputError` listing every
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*(=[A-Za-z0-9_./:+,=-]*)?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_KEY = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.IGNORECASE)
+MAX_TIMEOUT = 7 * 86400  # a check that needs a week is a mistake, and bigger numbers overflow timers
+MAX_ARG_CHARS = 64 * 1024  # one argument; the kernel refuses an argv past ~2 MB (ARG_MAX) at run time
+MAX_ARGV_CHARS = 512 * 1024
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 
 
@@ -356,7 +360,7 @@ def _check(node: Node, spec_dir: Path, profiles: Mapping[str, Profile]) -> Check
         timeout=_duration(f.opt("timeout"), "timeout") if f.has("timeout") else 1800.0,
         repeat=f.opt("repeat").as_int("repeat", minimum=1) if f.has("repeat") else 1,
         env=_env(f.opt("env")),
-        args=f.opt("args").as_str_list("args") if f.has("args") else (),
+        args=_bounded_argv(f.req("args"), f.req("args").as_str_list("args"), "args") if f.has("args") else (),
         known_bug=known_bug,
         binary=f.opt("binary").as_str("binary") if f.has("binary") else None,
         filter=f.opt("filter").as_str("filter") if f.has("filter") else None,
@@ -380,6 +384,16 @@ def _argv(node: Node) -> tuple[str, ...]:
         argv = node.as_str_list("command")
     if not argv:
         raise node.fail("command is empty")
+    return _bounded_argv(node, argv, "command")
+
+
+def _bounded_argv(node: Node, argv: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """An argv the kernel will take: refused here, not as 'Argument list too long' mid-run."""
+    longest = max((len(arg) for arg in argv), default=0)
+    if longest > MAX_ARG_CHARS:
+        raise node.fail(f"{what} has an argument of {longest} characters; at most {MAX_ARG_CHARS} are allowed")
+    if sum(len(arg) + 1 for arg in argv) > MAX_ARGV_CHARS:
+        raise node.fail(f"{what} is longer than {MAX_ARGV_CHARS} characters in all")
     return argv
 
 
@@ -392,8 +406,10 @@ def _duration(node: Node, what: str) -> float:
         if not match:
             raise node.fail(f"{what} must be seconds or a duration like 90s, 30m, 2h; got {value!r}")
         seconds = float(match.group(1)) * {"s": 1, None: 1, "m": 60, "h": 3600}[match.group(2)]
-    if seconds <= 0:
-        raise node.fail(f"{what} must be positive")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise node.fail(f"{what} must be a positive, finite number of seconds; got {value!r}")
+    if seconds > MAX_TIMEOUT:
+        raise node.fail(f"{what} of {seconds:g} s is more than {MAX_TIMEOUT // 86400} days: say what you mean")
     return seconds
 
 

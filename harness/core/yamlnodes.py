@@ -217,6 +217,8 @@ def load_text(text: str, path: str) -> Node:
     try:
         _refuse_aliases(text, path)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise InputError.at(path, 1, 1, "the YAML is nested too deeply (hundreds of levels): specs need a few") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -225,7 +227,10 @@ def load_text(text: str, path: str) -> Node:
         raise InputError.at(path, 1, 1, f"invalid YAML: {exc}") from None
     if root is None:
         raise InputError.at(path, 1, 1, "the file is empty")
-    return _convert(root, path)
+    try:
+        return _convert(root, path)
+    except RecursionError:
+        raise InputError.at(path, 1, 1, "the YAML is nested too deeply (hundreds of levels): specs need a few") from None
 
 
 _PLAIN_TAGS = frozenset(
