@@ -175,3 +175,39 @@ def test_an_argument_too_long_for_the_kernel_is_refused_at_validate(tmp_path):
     spec.write_text(spec.read_text().replace("command: ['true']", "command: ['echo', '" + "x" * 200_000 + "']"))
     result = run("validate", str(spec))
     assert result.exit_code == 2 and "characters" in result.output
+
+
+# -- secrets never leak ----------------------------------------------------------------------
+
+
+@pytest.mark.docker
+def test_a_secret_printed_by_a_check_is_masked_in_every_output(tmp_path, monkeypatch):
+    """The value reaches the container (through the 0600 env file) and the check prints it
+    inside an environment signature: JUnit, summary.json, the console and the logs all mask it."""
+    secret = "s3cret-" + os.urandom(6).hex()
+    monkeypatch.setenv("E2E_TOKEN", secret)
+    spec = tmp_path / "leak.yaml"
+    spec.write_text(
+        f"name: leak\nimage: {{project: tt-metal-sim, base: tt-harness/debian:bookworm, path: {REPO / 'harness' / 'lab' / 'standin'}}}\n"
+        "checks:\n  - name: prints-it\n    kind: command\n"
+        "    command: [sh, -c, 'echo \"No chips detected in the cluster (token $API_TOKEN)\" >&2; exit 1']\n"
+        "    env: {API_TOKEN: '${E2E_TOKEN}'}\n"
+    )
+    inventory = tmp_path / "local.yaml"
+    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    out = tmp_path / "out"
+    result = run("run", str(spec), "--inventory", str(inventory), "--out", str(out), "--verbose")
+    assert result.exit_code == 3, result.output  # the signature: an environment fault
+    assert "(token ***)" in (out / "junit.xml").read_text()  # the evidence line, masked
+    logs = list(out.rglob("*.log"))
+    assert logs and all(stat.S_IMODE(log.stat().st_mode) == 0o600 for log in logs)
+    for text in [result.output, (out / "summary.json").read_text(), (out / "junit.xml").read_text(), *(l.read_text() for l in logs)]:
+        assert secret not in text
+
+
+def test_the_masker_covers_every_string_of_a_summary_and_overlapping_secrets():
+    from harness.core.secretref import Masker
+
+    masker = Masker(["abcdef", "defghi", ""])
+    summary = {"hosts": [{"cases": [{"message": "token abcdefghi end", "attempts": 1}]}], "note abcdef": None}
+    assert masker.data(summary) == {"hosts": [{"cases": [{"message": "token *** end", "attempts": 1}]}], "note ***": None}

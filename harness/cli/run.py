@@ -16,6 +16,7 @@ from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resol
 from harness.core.errors import InputError
 from harness.core.files import OutputError, check_output, check_output_dir
 from harness.core.inventory import load_inventory
+from harness.core.secretref import Masker
 from harness.core.matrix import matrix, render_table
 from harness.core.spec import load_job
 from harness.execution.runner import DEFAULT_LEASE_WAIT
@@ -66,6 +67,7 @@ def run(
         raise fail_input(exc)
     except (ValueError, OutputError) as exc:  # a jump-host loop in the inventory; an output path
         raise usage_error(str(exc))
+    masker = Masker.for_checks((check.env for check in job.checks), os.environ)
     counts = ", ".join(f"{n} {name}" for name, n in report.summary()["counts"].items() if n)
     typer.echo(f"{job.name}: {counts} (run {report.run_id})")
     for suite in report.suites:
@@ -76,7 +78,7 @@ def run(
                 category = f"/{case.verdict.category}" if case.verdict.category else ""
                 groups.setdefault((f"{case.outcome}{category}", case.verdict.message), []).append(case.name)
         for (outcome, message), names in groups.items():
-            typer.echo(f"  {suite.host}: {', '.join(names)}: {outcome}: {message}")
+            typer.echo(masker.text(f"  {suite.host}: {', '.join(names)}: {outcome}: {message}"))
     typer.echo("")
     typer.echo(render_table(["host", *report.checks], matrix(report.suites, report.checks)))
     typer.echo("")

@@ -31,6 +31,7 @@ from typing import Iterable
 import junit_xml
 
 from harness.core import atomic
+from harness.core.secretref import Masker
 from harness.core.outcomes import (
     Attempt,
     CaseResult,
@@ -46,7 +47,6 @@ OUTPUT_LIMIT = 64 * 1024  # UTF-8 bytes per case output or evidence body
 ATTEMPT_OUTPUT_LIMIT = 16 * 1024  # per flaky attempt: a flake may carry many attempts
 MESSAGE_LIMIT = 4 * 1024  # messages are attributes; CI views show them on one line
 CUT_MARKER = "--[ CUT DUE TO XML PER TEST LIMIT ]--"
-REDACTED = "***"
 NO_RESULTS = "harness/no-results"
 
 # Anything outside XML 1.0's Char production, lone surrogates included: a parser rejects them.
@@ -120,37 +120,11 @@ class _Scrubber:
     """Makes caller text fit for the feed: legal XML characters, secrets masked, bounded."""
 
     def __init__(self, secrets: Iterable[str]):
-        cleaned = {_ILLEGAL_XML.sub("", str(secret)) for secret in secrets}
-        cleaned.discard("")  # an empty secret would match everywhere
-        self._secrets = tuple(cleaned)
+        self._masker = Masker(_ILLEGAL_XML.sub("", str(secret)) for secret in secrets)
 
     def __call__(self, value: object, limit: int = MESSAGE_LIMIT) -> str:
         # Mask before bounding: a cut through a secret must not leave half of it behind.
-        return _bound(self._mask(_ILLEGAL_XML.sub("", str(value))), limit)
-
-    def _mask(self, text: str) -> str:
-        # Collect every occurrence of every secret, overlapping ones too, and mask the union:
-        # replacing secrets one by one would leave the tail of a secret that overlaps another.
-        spans = []
-        for secret in self._secrets:
-            start = text.find(secret)
-            while start != -1:
-                spans.append((start, start + len(secret)))
-                start = text.find(secret, start + 1)
-        if not spans:
-            return text
-        spans.sort()
-        pieces, done = [], 0
-        for start, end in spans:
-            if end <= done:
-                continue
-            if start > done:
-                pieces.append(text[done:start])
-            if start >= done:
-                pieces.append(REDACTED)
-            done = end
-        pieces.append(text[done:])
-        return "".join(pieces)
+        return _bound(self._masker.text(_ILLEGAL_XML.sub("", str(value))), limit)
 
 
 def _bound(text: str, limit: int) -> str:

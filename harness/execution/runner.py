@@ -44,7 +44,7 @@ from harness.core.outcomes import (
     apply_expectation,
     combine_attempts,
 )
-from harness.core.secretref import secret_name
+from harness.core.secretref import Masker, secret_name
 from harness.core.spec import CheckSpec, JobSpec
 from harness.mlir.check import ab_note, judge_pipeline_output
 from harness.execution.transport.base import ArtifactError, CommandResult, Lifeline, Transport, TransportError
@@ -102,6 +102,7 @@ class Runner:
         self.secrets = secrets if secrets is not None else dict(os.environ)
         self.lease_wait = lease_wait
         self.on_wait = on_wait
+        self.masker = Masker.for_checks((check.env for check in job.checks), self.secrets)
         self._orphans = False  # a lost connection may have left a container running there
         self._lock = threading.Lock()
         self._serial = 0  # numbers every container of this runner: names stay unique across retries
@@ -179,12 +180,13 @@ class Runner:
                 result = self._run_container(
                     self._docker_run(check, number, workdir, devices, name),
                     timeout=check.timeout,
-                    on_stdout=self.on_line,
+                    on_stdout=self._masked(self.on_line),
                     on_stderr=self._stderr_sink(),
                     stdout_log=local / "stdout.log",
                     stderr_log=local / "stderr.log",
                     tail_lines=STDERR_TAIL_LINES,
                 )
+                self._seal_logs(local)
                 if result.timed_out:
                     self._stop(name)
                 duration = time.monotonic() - started
@@ -311,12 +313,27 @@ class Runner:
 
     def _stderr_sink(self) -> LineSink | None:
         """Stderr lines to the output callback; a lease wait also to ``on_wait``."""
+        out = self._masked(self.on_line)
+
         def sink(line: str) -> None:
             if self.on_wait is not None and line.startswith(lease.WAITING):
                 self.on_wait(line)
-            if self.on_line is not None:
-                self.on_line(line)
-        return sink if (self.on_line or self.on_wait) else None
+            if out is not None:
+                out(line)
+        return sink if (out or self.on_wait) else None
+
+    def _masked(self, sink: LineSink | None) -> LineSink | None:
+        if sink is None or not self.masker.values:
+            return sink
+        return lambda line: sink(self.masker.text(line))
+
+    def _seal_logs(self, local: Path) -> None:
+        """The attempt's logs: readable by their owner only, secret values masked."""
+        for log in (local / "stdout.log", local / "stderr.log"):
+            if log.exists():
+                os.chmod(log, 0o600)
+                if self.masker.values:
+                    mask_file(log, self.masker)
 
     @contextlib.contextmanager
     def _workdir(self, check: CheckSpec) -> Iterator[str]:
@@ -379,6 +396,15 @@ def eio_disabled(command: Sequence[str]) -> tuple[str, ...]:
             arg = f"{flag}={(options + ' ').lstrip()}enable-erase-inverse-ops-pass=false"
         out.append(arg)
     return tuple(out)
+
+
+def mask_file(path: Path, masker: Masker) -> None:
+    """Rewrite a log with secrets masked, line by line (bounded memory), atomically."""
+    tmp = path.with_name(path.name + ".masking")
+    with open(path, "rb") as src, open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as dst:
+        while chunk := src.readline(1 << 20):
+            dst.write(masker.text(chunk.decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape"))
+    os.replace(tmp, path)
 
 
 def _lines(*paths: Path) -> Iterator[str]:

@@ -22,7 +22,7 @@ from harness.core.errors import InputError
 from harness.core.events import CheckFinished, HostQuarantined, Listener, RunFinished
 from harness.core.inventory import Host, Inventory
 from harness.core.outcomes import Outcome, SuiteResult, exit_code, summarize
-from harness.core.secretref import secret_name
+from harness.core.secretref import Masker
 from harness.core.spec import JobSpec
 from harness.execution.connect import Connections
 from harness.orchestration.scheduler import Options, Scheduler
@@ -146,7 +146,7 @@ class ReportWriter:
         self.job = job
         self.run_id = run_id
         self.started = started
-        self.redact = [value for key, value in (environ or {}).items() if _is_secret_used(job, key)]
+        self.masker = Masker.for_checks((check.env for check in job.checks), environ or {})
         self.source: Scheduler | None = None
         self._lock = threading.Lock()
 
@@ -162,13 +162,9 @@ class ReportWriter:
                 tuple(c.name for c in self.job.checks), self.out_dir / self.run_id, self.source.cancelled,
             )
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            junit.write(self.junit_path, report.suites, name=f"tt-harness {self.job.name}", redact=self.redact)
-            write_text(self.out_dir / "summary.json", json.dumps(report.summary(), indent=2) + "\n")
+            junit.write(self.junit_path, report.suites, name=f"tt-harness {self.job.name}", redact=self.masker.values)
+            write_text(self.out_dir / "summary.json", json.dumps(self.masker.data(report.summary()), indent=2) + "\n")
             return report
-
-
-def _is_secret_used(job: JobSpec, variable: str) -> bool:
-    return any(secret_name(value) == variable for check in job.checks for value in check.env.values())
 
 
 def _now() -> str:
