@@ -211,3 +211,46 @@ def test_the_masker_covers_every_string_of_a_summary_and_overlapping_secrets():
     masker = Masker(["abcdef", "defghi", ""])
     summary = {"hosts": [{"cases": [{"message": "token abcdefghi end", "attempts": 1}]}], "note abcdef": None}
     assert masker.data(summary) == {"hosts": [{"cases": [{"message": "token *** end", "attempts": 1}]}], "note ***": None}
+
+
+# -- smaller ones ----------------------------------------------------------------------------
+
+
+def test_validate_checks_every_catalog_harness_ships():
+    result = run("validate", str(REPO / "configs"))
+    assert result.exit_code == 0, result.output
+    for name in ("boards", "lab-faults", "local", "preflight", "profiles", "signatures"):
+        assert f"configs/{name}.yaml: ok" in result.output
+
+
+def test_validate_says_when_there_is_nothing_to_check(tmp_path):
+    (tmp_path / "notes.txt").write_text("not yaml")
+    result = run("validate", str(tmp_path))
+    assert result.exit_code == 2 and "nothing to check" in result.output
+
+
+def test_validate_finds_a_jump_host_loop(tmp_path):
+    inventory = tmp_path / "loop.yaml"
+    inventory.write_text(
+        "hosts:\n  - {name: a, address: 10.0.0.1, jump: b}\n  - {name: b, address: 10.0.0.2, jump: a}\n"
+    )
+    result = run("validate", str(inventory))
+    assert result.exit_code == 2 and "loop" in result.output
+
+
+def test_a_name_with_a_trailing_newline_is_refused(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text('name: "probe\\n"\nimage: {base: x, wheel: "1"}\nchecks:\n  - {name: c, kind: command, command: ["true"]}\n')
+    with pytest.raises(InputError, match="job name"):
+        from harness.core.spec import load_job
+
+        load_job(spec)
+
+
+@pytest.mark.parametrize("address", ["::1", "fe80::1", "127.0.0.1", "lab-host.example"])
+def test_addresses_ipv6_included_are_accepted(tmp_path, address):
+    from harness.core.inventory import load_inventory
+
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f'hosts:\n  - {{name: h, address: "{address}"}}\n')
+    assert load_inventory(inventory).hosts[0].address == address

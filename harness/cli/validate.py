@@ -3,64 +3,94 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import Callable, List, Mapping
 
 import typer
 
 from harness.cli.app import app
-from harness.cli.common import fail_input, print_json, print_problems
+from harness.cli.common import fail_input, print_json, print_problems, usage_error
 from harness.core.errors import InputError, Problem
 from harness.core.inventory import load_inventory
 from harness.core.invocation import docker_run_argv, quoted
 from harness.core.outcomes import EXIT_OK, EXIT_USAGE
-from harness.core.profiles import default_boards, load_profiles
+from harness.core.hostfacts import load_preflight_config
+from harness.core.profiles import default_boards, load_boards, load_profiles
+from harness.core.signatures import load_catalog
 from harness.core.spec import load_job
 from harness.core.yamlnodes import load_file
+from harness.execution.connect import Connections
 from harness.execution.images import docker_build_argv, image_tag
+from harness.lab.faults import load_faults
 
 
-def _kind_of(path: Path) -> str:
-    """Which kind of file this is, from its top-level keys."""
+def _job(path: Path) -> str:
+    job = load_job(path)
+    print_problems(job.warnings)
+    return f"job {job.name}, {len(job.checks)} checks, profile {job.profile.name}"
+
+
+def _inventory(path: Path) -> str:
+    inventory = load_inventory(path)
+    Connections(inventory).check(inventory.hosts)  # a jump-host loop is a problem of the file
+    return f"inventory, {len(inventory.hosts)} hosts"
+
+
+def _thresholds(path: Path) -> str:
+    load_preflight_config(str(path), default_boards())
+    return "preflight thresholds"
+
+
+def _named(what: str, load: Callable[[str], Mapping]) -> Callable[[Path], str]:
+    return lambda path: f"{what}: {', '.join(load(str(path)))}"
+
+
+# What each kind of file is known by (a top-level key), and how it is checked.
+KINDS: tuple[tuple[str, str, Callable[[Path], str]], ...] = (
+    ("checks", "a job spec", _job),
+    ("hosts", "an inventory", _inventory),
+    ("profiles", "a profile catalog", _named("profiles", load_profiles)),
+    ("boards", "a board catalog", _named("boards", load_boards)),
+    ("signatures", "a signature catalog", lambda path: f"signatures: {len(load_catalog(path).signatures)} entries"),
+    ("faults", "a lab fault catalog", _named("lab faults", load_faults)),
+    ("kmd_minimum", "preflight thresholds", _thresholds),
+)
+
+
+def _check(path: Path) -> str:
     root = load_file(path)
     keys = set(root.value) if root.is_map else set()
-    if "checks" in keys:
-        return "job"
-    if "hosts" in keys:
-        return "inventory"
-    if "profiles" in keys:
-        return "profiles"
-    raise root.fail("not a job spec (no `checks`), an inventory (no `hosts`) or a profile catalog (no `profiles`)")
+    for key, _, check in KINDS:
+        if key in keys:
+            return check(path)
+    known = "; ".join(f"{what} (`{key}`)" for key, what, _ in KINDS)
+    raise root.fail(f"not a file harness knows: it has none of the top-level keys of {known}")
 
 
 def _expand(paths: List[Path]) -> list[Path]:
     files = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
         else:
             files.append(path)
     return files
 
 
 @app.command("validate")
-def validate(paths: List[Path] = typer.Argument(..., help="Job specs, inventories, profile catalogs, or folders of them.")) -> None:
-    """Validate job specs and inventories; print `path:line:col: message` for each problem."""
+def validate(paths: List[Path] = typer.Argument(..., help="Job specs, inventories, catalogs, or folders of them.")) -> None:
+    """Validate job specs, inventories and every catalog harness ships; print `path:line:col:
+    message` for each problem. Exit 0 all valid, 2 problems (or nothing to check)."""
     problems: list[Problem] = []
-    for path in _expand(paths):
+    files = _expand(paths)
+    if not files:
+        raise usage_error(f"nothing to check: no .yaml or .yml file in {', '.join(map(str, paths))}")
+    for path in files:
         try:
-            kind = _kind_of(path)
-            if kind == "job":
-                job = load_job(path)
-                print_problems(job.warnings)
-                typer.echo(f"{path}: ok (job {job.name}, {len(job.checks)} checks, profile {job.profile.name})")
-            elif kind == "inventory":
-                inventory = load_inventory(path)
-                typer.echo(f"{path}: ok (inventory, {len(inventory.hosts)} hosts)")
-            else:
-                profiles = load_profiles(str(path))
-                typer.echo(f"{path}: ok (profiles: {', '.join(profiles)})")
+            typer.echo(f"{path}: ok ({_check(path)})")
         except InputError as exc:
             problems.extend(exc.problems)
+        except ValueError as exc:  # a jump-host loop
+            problems.append(Problem(str(path), 1, 1, str(exc)))
     if problems:
         print_problems(problems)
         raise typer.Exit(EXIT_USAGE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_
 TRANSPORTS = ("ssh", "local")
 HOST_KEY_POLICIES = ("strict", "accept-new")
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$")  # DNS names, IPv4, IPv6
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?")  # DNS names and IPv4; IPv6 below
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,14 @@ def load_inventory(path: str | Path) -> Inventory:
     return Inventory(path=Path(path), hosts=tuple(hosts))
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
+
+
 def _host(node: Node) -> Host:
     f = Fields(
         node,
@@ -116,7 +125,7 @@ def _host(node: Node) -> Host:
         if not f.has("address"):
             raise node.fail(f"ssh host {name!r} needs an `address`")
         address = f.req("address").as_str("address")
-        if not _HOSTNAME.match(address):
+        if not (_HOSTNAME.fullmatch(address) or _is_ip(address)):
             raise f.req("address").fail(f"address {address!r} is not a host name or IP address")
     elif any(f.has(k) for k in ("address", "user", "identity_file", "jump", "known_hosts")):
         raise node.fail(f"host {name!r} uses the local transport: address, user, identity_file, known_hosts and jump do not apply")

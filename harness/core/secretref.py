@@ -14,7 +14,7 @@ _REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 def secret_name(value: str | None) -> str | None:
     """The variable a ``${NAME}`` reference names; ``None`` when ``value`` is not one."""
-    match = _REF.match(value or "")
+    match = _REF.fullmatch(value or "")
     return match.group(1) if match else None
 
 

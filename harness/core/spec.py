@@ -196,7 +196,7 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
 
 def _name(node: Node, what: str) -> str:
     text = node.as_str(what)
-    if not _NAME.match(text):
+    if not _NAME.fullmatch(text):
         raise node.fail(f"{what} {text!r} must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
     return text
 
@@ -236,7 +236,7 @@ def _image(node: Node, spec_dir: Path) -> ImageSpec:
         wheel = _safe_token(f.req("wheel"), "image.wheel")
     flags = f.opt("build_flags").as_str_list("image.build_flags") if f.has("build_flags") else ()
     for i, flag in enumerate(flags):
-        if not _FLAG.match(flag):
+        if not _FLAG.fullmatch(flag):
             raise f.req("build_flags").as_list("image.build_flags")[i].fail(
                 f"build flag {flag!r} is not a build_metal.sh option (like --build-all or --enable-ccache)"
             )
@@ -250,7 +250,7 @@ def _image(node: Node, spec_dir: Path) -> ImageSpec:
         raise f.key_node("build_flags").fail("a ttnn wheel is prebuilt: build_type and build_flags do not apply")
     packages = f.opt("packages").as_str_list("image.packages") if f.has("packages") else ()
     for i, package in enumerate(packages):
-        if not re.match(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+~:-]+)?$", package):
+        if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+~:-]+)?", package):
             raise f.req("packages").as_list("image.packages")[i].fail(f"{package!r} is not a Debian/Ubuntu package name")
     return ImageSpec(
         project=project,
@@ -268,7 +268,7 @@ def _image(node: Node, spec_dir: Path) -> ImageSpec:
 def _safe_token(node: Node, what: str) -> str:
     """Values that end up in Dockerfiles and image refs: no whitespace or shell syntax."""
     text = node.as_str(what)
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_./:@+=-]*$", text):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./:@+=-]*", text):
         raise node.fail(f"{what} {text!r} may only contain letters, digits and _ . / : @ + = -")
     return text
 
@@ -402,7 +402,7 @@ def _duration(node: Node, what: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
-        match = _DURATION.match(str(value))
+        match = _DURATION.fullmatch(str(value))
         if not match:
             raise node.fail(f"{what} must be seconds or a duration like 90s, 30m, 2h; got {value!r}")
         seconds = float(match.group(1)) * {"s": 1, None: 1, "m": 60, "h": 3600}[match.group(2)]
@@ -418,7 +418,7 @@ def _env(node: Node | None) -> Mapping[str, str]:
         return {}
     env: dict[str, str] = {}
     for key, value in node.as_map("env").items():
-        if not _ENV_KEY.match(key):
+        if not _ENV_KEY.fullmatch(key):
             raise InputError([value.key_problem(f"env name {key!r} is not a valid variable name")])
         if isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
             text = str(value.value)
