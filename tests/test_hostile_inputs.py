@@ -254,3 +254,28 @@ def test_addresses_ipv6_included_are_accepted(tmp_path, address):
     inventory = tmp_path / "inv.yaml"
     inventory.write_text(f'hosts:\n  - {{name: h, address: "{address}"}}\n')
     assert load_inventory(inventory).hosts[0].address == address
+
+
+@pytest.mark.parametrize("where", ["../../../../etc/shadow", "/etc/shadow", "link"])
+def test_an_input_outside_the_jobs_folder_must_be_asked_for(tmp_path, where):
+    from harness.core.spec import load_job
+
+    (tmp_path / "link").symlink_to("/etc/shadow")
+    spec = tmp_path / "job.yaml"
+    body = f"name: s\nimage: {{base: x, wheel: '1'}}\nchecks:\n  - {{name: c, kind: mlir-order, command: [x], input: '{where}'"
+    spec.write_text(body + "}\n")
+    with pytest.raises(InputError, match="outside the job's folder"):
+        load_job(spec)
+    spec.write_text(body + ", input_anywhere: true}\n")
+    job = load_job(spec)  # allowed when asked for, and said so
+    assert any("outside the job's folder" in w.message for w in job.warnings)
+
+
+def test_a_folder_as_input_is_called_a_folder(tmp_path):
+    from harness.core.spec import load_job
+
+    (tmp_path / "inputs").mkdir()
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: s\nimage: {base: x, wheel: '1'}\nchecks:\n  - {name: c, kind: mlir-order, command: [x], input: inputs}\n")
+    with pytest.raises(InputError, match="is a folder"):
+        load_job(spec)

@@ -168,6 +168,7 @@ def test_a_cardless_check_still_runs_on_a_host_with_a_card_fault(sim_lab: SimLab
       kind: mlir-order
       profile: none
       input: {input}
+      input_anywhere: true
       command: [ttmlir-opt, --ttir-to-ttnn-runtime-pipeline, "{{input}}", -o, "{{output}}"]
       timeout: 2m
 """.format(input=REPO / "jobs" / "inputs" / "resnet50_layer4_indexed.mlir"))

@@ -169,11 +169,15 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
         ))
     if problems:
         raise InputError(problems)
-    warnings = ()
+    warnings: tuple[Problem, ...] = tuple(
+        f.req("checks").problem(f"warning: check {check.name} reads its input from outside the job's folder: {check.input}")
+        for check in checks
+        if check.input is not None and not check.input.is_relative_to(path.parent.resolve())
+    )
     if device is not None:
         where = f.key_node("profile") if f.has("profile") else f.key_node("device")
         board = default_boards()[device.board]
-        warnings = tuple(where.problem(f"warning: {text}") for text in lint(profile, board, device.shared))
+        warnings += tuple(where.problem(f"warning: {text}") for text in lint(profile, board, device.shared))
         for check in checks:
             if check.profile is not None and not check.profile.cardless:
                 warnings += tuple(
@@ -312,7 +316,7 @@ _CHECK_KEYS = {
     "gtest": ("binary", "filter", "args"),
     "pytest": ("target", "args"),
     "command": ("command",),
-    "mlir-order": ("command", "input", "ab", "fused"),
+    "mlir-order": ("command", "input", "input_anywhere", "ab", "fused"),
 }
 _COMMON_KEYS = ("timeout", "repeat", "env", "expect", "reason", "link", "profile")
 _REQUIRED_BY_KIND = {"gtest": ("binary",), "pytest": ("target",), "command": ("command",), "mlir-order": ("command",)}
@@ -351,9 +355,22 @@ def _check(node: Node, spec_dir: Path, profiles: Mapping[str, Profile]) -> Check
         raise f.key_node("reason" if f.has("reason") else "link").fail("`reason` and `link` go with `expect: fail`")
     input_path = None
     if f.has("input"):
-        input_path = (spec_dir / f.req("input").as_str("input")).resolve()
+        node = f.req("input")
+        input_path = (spec_dir / node.as_str("input")).resolve()  # symlinks followed: where it really is
+        anywhere = f.opt("input_anywhere").as_bool("input_anywhere") if f.has("input_anywhere") else False
+        if not anywhere and not input_path.is_relative_to(spec_dir.resolve()):
+            # An input is copied to the host and its content can reach the report: a path out of
+            # the job's folder (../../etc/shadow, or a link to it) must be asked for explicitly.
+            raise node.fail(
+                f"input {input_path} is outside the job's folder {spec_dir.resolve()}; "
+                "move it there, or set `input_anywhere: true` on the check if that is really meant"
+            )
+        if input_path.is_dir():
+            raise node.fail(f"input {input_path} is a folder: give a file")
+        if not input_path.exists():
+            raise node.fail(f"input file {input_path} does not exist")
         if not input_path.is_file():
-            raise f.req("input").fail(f"input file {input_path} does not exist")
+            raise node.fail(f"input {input_path} is not a regular file")
     return CheckSpec(
         name=name,
         kind=kind,
