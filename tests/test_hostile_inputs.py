@@ -279,3 +279,29 @@ def test_a_folder_as_input_is_called_a_folder(tmp_path):
     spec.write_text("name: s\nimage: {base: x, wheel: '1'}\nchecks:\n  - {name: c, kind: mlir-order, command: [x], input: inputs}\n")
     with pytest.raises(InputError, match="is a folder"):
         load_job(spec)
+
+
+def test_a_profile_that_widens_the_container_is_warned_about(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: s\nimage: {base: x, wheel: '1'}\n"
+        "profile: {name: wide, privileged: true, mounts: ['/:/host'], cap_add: [SYS_ADMIN, SYS_NICE]}\n"
+        "checks:\n  - {name: c, kind: command, command: ['true']}\n"
+    )
+    result = run("validate", str(spec))
+    assert result.exit_code == 0
+    assert "is privileged" in result.output and "binds the host's /" in result.output and "SYS_ADMIN" in result.output
+    assert "SYS_NICE" not in result.output
+
+
+def test_run_refuses_a_privileged_container_where_the_inventory_does_not_allow_it(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: s\nimage: {base: x, wheel: '1'}\nprofile: {name: wide, privileged: true}\n"
+        "checks:\n  - {name: c, kind: command, command: ['true']}\n"
+    )
+    inventory = tmp_path / "local.yaml"
+    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    result = run("run", str(spec), "--inventory", str(inventory), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.exit_code == 1, result.output  # a harness/spec error: nothing ran
+    assert "does not allow" in (tmp_path / "out" / "summary.json").read_text()

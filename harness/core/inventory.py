@@ -50,6 +50,7 @@ class Host:
     # Resets the cards a hung check used ({devices}: their numbers, comma-separated), before the
     # smoke check and the rerun of hang triage. tt-smi 6.x takes `-r 0,1`.
     reset: tuple[str, ...] = ("tt-smi", "-r", "{devices}")
+    allow_privileged: bool = False  # whether a job may run --privileged containers here
 
     @property
     def device_ids(self) -> tuple[int, ...]:
@@ -110,7 +111,7 @@ def _host(node: Node) -> Host:
         required=("name",),
         optional=(
             "transport", "address", "port", "user", "identity_file", "known_hosts", "host_key_policy",
-            "labels", "boards", "docker", "jump", "registry", "reset",
+            "labels", "boards", "docker", "jump", "registry", "reset", "allow_privileged",
         ),
     )
     name = f.req("name").as_str("host name")
@@ -151,6 +152,7 @@ def _host(node: Node) -> Host:
         if f.has("host_key_policy")
         else "strict",
         reset=tuple(reset),
+        allow_privileged=f.opt("allow_privileged").as_bool("allow_privileged") if f.has("allow_privileged") else False,
         labels=f.opt("labels").as_str_list("labels") if f.has("labels") else (),
         boards=tuple(_board(b) for b in f.opt("boards").as_list("boards")) if f.has("boards") else (),
         docker=text("docker"),

@@ -145,6 +145,32 @@ def lint(profile: Profile, board: Board, shared: bool = False) -> list[str]:
     return warnings
 
 
+# Host paths whose bind gives a container the host itself: the root, its configuration and
+# secrets, the Docker socket (root on the host), the kernel's and the boot files.
+_SENSITIVE_SOURCES = ("/", "/etc", "/root", "/home", "/var/run/docker.sock", "/run/docker.sock", "/proc", "/boot", "/var/lib/docker")
+# Capabilities a card needs: SYS_NICE lets UMD bind hugepages to the card's NUMA node (tt-metal#22173).
+_NEEDED_CAPS = frozenset({"SYS_NICE"})
+
+
+def widening(profile: Profile) -> list[str]:
+    """Warnings for every option that gives a container more than a card needs."""
+    warnings = []
+    if profile.privileged:
+        warnings.append(
+            f"profile {profile.name!r} is privileged: the container gets every device and capability of the "
+            "host; `harness run` refuses it on hosts whose inventory does not say allow_privileged: true"
+        )
+    for mount in profile.mounts:
+        if posixpath.normpath(mount.source) in _SENSITIVE_SOURCES and not mount.readonly:
+            warnings.append(f"profile {profile.name!r} binds the host's {mount.source} writable: more than a card needs")
+        elif posixpath.normpath(mount.source) == "/":
+            warnings.append(f"profile {profile.name!r} binds the host's / : more than a card needs")
+    for cap in profile.cap_add:
+        if cap.upper().removeprefix("CAP_") not in _NEEDED_CAPS:
+            warnings.append(f"profile {profile.name!r} adds capability {cap}: more than a card needs")
+    return warnings
+
+
 # ---------------------------------------------------------------------------------------------
 # Loading the catalogs
 

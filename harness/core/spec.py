@@ -16,7 +16,7 @@ from typing import Mapping
 
 from harness.core.errors import InputError, Problem
 from harness.core.outcomes import KnownBug
-from harness.core.profiles import Profile, default_boards, default_profiles, lint, parse_profile
+from harness.core.profiles import Profile, default_boards, default_profiles, lint, parse_profile, widening
 from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_named
 
 ARCHES = ("wormhole_b0", "blackhole")
@@ -174,6 +174,9 @@ def parse_job(root: Node, path: Path, profiles: Mapping[str, Profile]) -> JobSpe
         for check in checks
         if check.input is not None and not check.input.is_relative_to(path.parent.resolve())
     )
+    for named, where_key in ((profile, "profile"), *((c.profile, "checks") for c in checks if c.profile is not None)):
+        node = f.key_node(where_key) if f.has(where_key) else f.req("checks")
+        warnings += tuple(node.problem(f"warning: {text}") for text in widening(named))
     if device is not None:
         where = f.key_node("profile") if f.has("profile") else f.key_node("device")
         board = default_boards()[device.board]

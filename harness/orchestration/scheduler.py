@@ -61,7 +61,7 @@ from harness.core.outcomes import (
     apply_expectation,
 )
 from harness.core.plan import Task, allocate, fits, plan
-from harness.core.spec import CheckSpec, JobSpec
+from harness.core.spec import CheckSpec, JobSpec, check_profile
 from harness.execution import images
 from harness.execution.connect import Connections
 from harness.execution.preflight import preflight
@@ -212,7 +212,14 @@ class Scheduler:
             return Verdict.env_fault(
                 _last_category(state), f"not run: host {state.host.name} is quarantined ({state.quarantined})"
             )
-        card = needs_card(self.job, self.job.check(task.check))
+        check = self.job.check(task.check)
+        if check_profile(self.job, check).privileged and not state.host.allow_privileged:
+            return Verdict.error(
+                HarnessErrorKind.SPEC,
+                f"{check.name} asks for a privileged container, which {state.host.name} does not allow "
+                "(allow_privileged: true in its inventory entry)",
+            )
+        card = needs_card(self.job, check)
         if state.report is not None and state.report.blocking(card):
             return state.report.verdict(card)
         if not fits(task, state.host.device_ids):
