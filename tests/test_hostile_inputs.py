@@ -305,3 +305,11 @@ def test_run_refuses_a_privileged_container_where_the_inventory_does_not_allow_i
     result = run("run", str(spec), "--inventory", str(inventory), "--out", str(tmp_path / "out"), "--quiet")
     assert result.exit_code == 1, result.output  # a harness/spec error: nothing ran
     assert "does not allow" in (tmp_path / "out" / "summary.json").read_text()
+
+
+def test_an_unreadable_checkout_is_a_message_not_a_traceback(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: s\nimage: {base: x, path: /proc/sys/vm}\nchecks:\n  - {name: c, kind: command, command: ['true']}\n")
+    result = run("render", str(spec))
+    assert result.exit_code == 2 and "cannot read /proc/sys/vm/" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

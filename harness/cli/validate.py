@@ -19,7 +19,7 @@ from harness.core.signatures import load_catalog
 from harness.core.spec import load_job
 from harness.core.yamlnodes import load_file
 from harness.execution.connect import Connections
-from harness.execution.images import docker_build_argv, image_tag
+from harness.execution.images import ImageError, docker_build_argv, image_tag
 from harness.lab.faults import load_faults
 
 
@@ -108,8 +108,11 @@ def render(
     except InputError as exc:
         raise fail_input(exc)
     print_problems(job.warnings)
-    tag = image_tag(job)
-    build = docker_build_argv(job)
+    try:
+        tag = image_tag(job)
+        build = docker_build_argv(job)
+    except ImageError as exc:
+        raise usage_error(f"{job_path}: {exc.message}")
     board_devices = _default_devices(job)
     checks = []
     for check in job.checks:

@@ -275,12 +275,15 @@ def tree_digest(root: Path, cache_dir: Path | None = None) -> str:
     digest = hashlib.sha256()
     for entry in tree_entries(root):
         _add_field(digest, f"{entry.kind}:{entry.relpath}")
-        if entry.kind == "link":
-            _add_field(digest, os.readlink(entry.path))
-        elif entry.kind == "file":
-            info = entry.path.stat()
-            _add_field(digest, "x" if info.st_mode & stat.S_IXUSR else "-")
-            digest.update(cache.file_sha256(entry.relpath, entry.path, info))
+        try:
+            if entry.kind == "link":
+                _add_field(digest, os.readlink(entry.path))
+            elif entry.kind == "file":
+                info = entry.path.stat()
+                _add_field(digest, "x" if info.st_mode & stat.S_IXUSR else "-")
+                digest.update(cache.file_sha256(entry.relpath, entry.path, info))
+        except OSError as exc:  # unreadable (a permission, a file that vanished): the image cannot be built
+            raise ImageError(EnvCategory.IMAGE, f"cannot read {entry.path} of the local checkout: {exc.strerror or exc}") from None
     cache.save()
     return digest.hexdigest()
 

@@ -231,8 +231,8 @@ class Scheduler:
 
     def _prepare_hosts(self) -> None:
         """Build the image once, then deliver it to every host that has work, all at once."""
-        self.say(f"== {self.job.name}: image {images.image_tag(self.job)}")
         try:
+            self.say(f"== {self.job.name}: image {images.image_tag(self.job)}")
             self._built = images.ensure_image(self.job, on_progress=self.say)
         except images.ImageError as exc:
             self._built = exc
