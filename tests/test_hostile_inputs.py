@@ -313,3 +313,16 @@ def test_an_unreadable_checkout_is_a_message_not_a_traceback(tmp_path):
     result = run("render", str(spec))
     assert result.exit_code == 2 and "cannot read /proc/sys/vm/" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize("which", ["identity_file", "known_hosts"])
+def test_dev_zero_as_a_key_or_known_hosts_is_refused_not_read(tmp_path, sshd, which):
+    from dataclasses import replace
+
+    from harness.execution.transport import SshPool, TransportError
+
+    target = replace(sshd.target(), **{which: "/dev/zero"})
+    with SshPool() as pool, pytest.raises(TransportError) as caught:
+        pool.get(target).run(["true"], timeout=30)
+    assert "not a regular file" in caught.value.message

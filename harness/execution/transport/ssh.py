@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 HOST_KEY_POLICIES = ("strict", "accept-new")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+MAX_KEY_BYTES = 1024 * 1024  # an RSA-16384 private key is ~13 KB
+MAX_KNOWN_HOSTS_BYTES = 64 * 1024 * 1024
 _DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 _SSH = EnvCategory.SSH
 _NETWORK = EnvCategory.NETWORK
@@ -572,6 +574,7 @@ def _known_keys(path: Path, host_id: str) -> dict[str, paramiko.PKey]:
     """The keys ``path`` lists for ``host_id`` (hashed entries included), by key type."""
     keys = paramiko.HostKeys()
     try:
+        _small_regular_file(path, MAX_KNOWN_HOSTS_BYTES, "known_hosts file")
         keys.load(str(path))
     except FileNotFoundError:
         return {}
@@ -748,8 +751,18 @@ def _candidate_keys(
                     yield f"{path} ({key.get_name()} {key.fingerprint})", key
 
 
+def _small_regular_file(path: Path, limit: int, what: str) -> None:
+    """Refuse, before reading it, a key or known_hosts "file" that is a device, a FIFO or huge."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(f"{what} {path} is not a regular file")
+    if info.st_size > limit:
+        raise OSError(f"{what} {path} is {info.st_size} bytes, more than the {limit} it may be")
+
+
 def _load_key(path: Path, notes: list[str]) -> paramiko.PKey | None:
     try:
+        _small_regular_file(path, MAX_KEY_BYTES, "identity file")
         return paramiko.PKey.from_path(path)
     except (paramiko.PasswordRequiredException, TypeError):
         # cryptography raises TypeError for an encrypted key loaded without a password.
