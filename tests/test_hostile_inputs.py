@@ -326,3 +326,28 @@ def test_dev_zero_as_a_key_or_known_hosts_is_refused_not_read(tmp_path, sshd, wh
     with SshPool() as pool, pytest.raises(TransportError) as caught:
         pool.get(target).run(["true"], timeout=30)
     assert "not a regular file" in caught.value.message
+
+
+def test_classify_reads_a_pipe_and_numbers_its_lines():
+    import subprocess
+    import sys
+
+    log = b"x\n[ RUN      ] A.B\n2025-11-07 21:59:20.155 | critical |          Always | No chips detected in the cluster (assert.hpp:103)\n"
+    done = subprocess.run([sys.executable, "-m", "harness", "classify", "/dev/stdin"], input=log, capture_output=True, timeout=60, cwd=REPO)
+    assert done.returncode == 3, done.stderr
+    assert b"    3: 2025-11-07" in done.stdout
+
+
+def test_classify_caps_what_it_echoes(tmp_path):
+    log = tmp_path / "huge-name.log"
+    log.write_text(f"[ RUN      ] Suite.{'x' * 100_000}\nNo chips detected in the cluster\n")
+    result = run("classify", str(log))
+    assert result.exit_code == 3 and len(result.output) < 10_000 and "more characters" in result.output
+
+
+def test_an_alias_cycle_is_named_in_a_bounded_line(tmp_path):
+    module = tmp_path / "cycle.mlir"
+    n = 5000
+    module.write_text("".join(f"#loc{i} = loc(#loc{(i + 1) % n})\n" for i in range(n)) + 'module {\n} loc(#loc0)\n')
+    result = run("order-check", str(module))
+    assert result.exit_code == 2 and "cycle" in result.output and len(result.output) < 5_000, result.output[:500]

@@ -8,6 +8,7 @@ environment fault, else 0.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -56,9 +57,15 @@ def _judge(path: Path) -> tuple[Verdict, tuple[CaseResult, ...] | None]:
     on stderr and becomes an ``error`` verdict (category ``artifact``)."""
     try:
         with open(path, "rb") as stream:
-            if not looks_like_junit(stream.read(_HEAD)):
-                stream.seek(0)
-                return classify_stream(stream), None
+            head = stream.read(_HEAD)
+            if not looks_like_junit(head):
+                if stream.seekable():
+                    stream.seek(0)
+                    return classify_stream(stream), None
+                # A pipe (`classify /dev/stdin`): what was read for the sniff goes first.
+                return classify_stream(io.BufferedReader(_Prefixed(head, stream))), None
+            if not stream.seekable():
+                raise IngestError(str(path), "a JUnit report is read from a file, not a pipe: save it first")
         cases = read_junit(path)  # checks the size before reading
         return report_verdict(cases), cases
     except IngestError as exc:
@@ -69,33 +76,59 @@ def _judge(path: Path) -> tuple[Verdict, tuple[CaseResult, ...] | None]:
     return Verdict.error(HarnessErrorKind.ARTIFACT, f"cannot read: {reason}"), None
 
 
+class _Prefixed(io.RawIOBase):
+    """``head`` then the rest of ``stream``: a stream whose first bytes were already read."""
+
+    def __init__(self, head: bytes, stream):
+        self._head = memoryview(head)
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._stream.readinto(buffer)
+
+
 def _as_json(path: Path, verdict: Verdict, cases: tuple[CaseResult, ...] | None) -> dict:
     record = {
         "file": str(path),
         "outcome": verdict.outcome.value,
         "category": verdict.category.value if verdict.category else None,
-        "evidence": [e.to_json() for e in verdict.evidence],
-        "message": verdict.message,
+        "evidence": [{**e.to_json(), "text": _cap(e.text)} for e in verdict.evidence],
+        "message": _cap(verdict.message),
     }
     if cases is not None:
         record["cases"] = [
             {
-                "classname": case.classname,
-                "name": case.name,
+                "classname": _cap(case.classname),
+                "name": _cap(case.name),
                 "outcome": case.outcome.value,
                 "category": case.verdict.category.value if case.verdict.category else None,
-                "message": case.verdict.message,
-                "evidence": [e.to_json() for e in case.verdict.evidence],
+                "message": _cap(case.verdict.message),
+                "evidence": [{**e.to_json(), "text": _cap(e.text)} for e in case.verdict.evidence],
             }
             for case in cases
         ]
     return record
 
 
+ECHO_LIMIT = 2000  # characters of a message or evidence line echoed: a 60 MB test name is not read out
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= ECHO_LIMIT else f"{text[:ECHO_LIMIT]}... [{len(text) - ECHO_LIMIT} more characters]"
+
+
 def _as_text(path: Path, verdict: Verdict) -> str:
     outcome = f"{verdict.outcome} ({verdict.category})" if verdict.category else str(verdict.outcome)
-    lines = [f"{path}: {outcome}: {verdict.message}"]
+    lines = [f"{path}: {outcome}: {_cap(verdict.message)}"]
     for evidence in verdict.evidence:
         tag = f"  [{evidence.signature}]" if evidence.signature else ""
-        lines.append(f"    {evidence.line}: {evidence.text}{tag}")
+        lines.append(f"    {evidence.line}: {_cap(evidence.text)}{tag}")
     return "\n".join(lines)

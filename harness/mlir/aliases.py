@@ -149,7 +149,9 @@ class AliasTable:
                 stack.pop()
                 on_path.discard(slot)
             elif waiting in on_path:
-                cycle = " -> ".join(self._name(s) for s in stack[stack.index(waiting) :] + [waiting])
+                loop = stack[stack.index(waiting) :] + [waiting]
+                shown = loop if len(loop) <= 12 else [*loop[:6], None, *loop[-5:]]  # a 200,000-alias loop, in a line
+                cycle = " -> ".join(f"... ({len(loop) - 11} more)" if s is None else self._name(s) for s in shown)
                 raise UnresolvedAlias(f"location aliases refer to each other in a cycle: {cycle}")
             else:
                 stack.append(waiting)
