@@ -351,3 +351,10 @@ def test_an_alias_cycle_is_named_in_a_bounded_line(tmp_path):
     module.write_text("".join(f"#loc{i} = loc(#loc{(i + 1) % n})\n" for i in range(n)) + 'module {\n} loc(#loc0)\n')
     result = run("order-check", str(module))
     assert result.exit_code == 2 and "cycle" in result.output and len(result.output) < 5_000, result.output[:500]
+
+
+def test_an_index_too_long_is_named_not_taken_for_no_index(tmp_path):
+    module = tmp_path / "long.mlir"
+    module.write_text('module {\n  %0 = "ttir.add"() : () -> () loc("DEBUG|123456789012345678901234567890|x")\n}\n')
+    result = run("order-check", str(module))
+    assert result.exit_code == 2 and "30 digits" in result.output and "line 2" in result.output

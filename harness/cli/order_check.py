@@ -12,7 +12,7 @@ from harness.cli.common import fail_input, print_json, usage_error
 from harness.core.errors import InputError
 from harness.core.outcomes import EXIT_FAILURE, EXIT_OK
 from harness.mlir.locations import FusedPolicy
-from harness.mlir.order import NO_INDEX_HINT, OrderReport, check_order
+from harness.mlir.order import OrderReport, check_order, no_index_message
 from harness.mlir.passes import PassesReport, find_culprit
 from harness.mlir.reader import read_module
 
@@ -39,7 +39,7 @@ def order_check(
         if file is not None:
             report = check_order(read_module(str(file), fused))
             if not report.indexed:
-                raise InputError.at(str(file), 1, 1, NO_INDEX_HINT)
+                raise InputError.at(str(file), 1, 1, no_index_message(file))
             _print_report(report, as_json)
             ok = report.ok
         else:

@@ -7,7 +7,7 @@ from pathlib import Path
 from harness.core.errors import InputError
 from harness.core.outcomes import Evidence, HarnessErrorKind, Outcome, Verdict
 from harness.mlir.locations import FusedPolicy
-from harness.mlir.order import NO_INDEX_HINT, check_order
+from harness.mlir.order import check_order, no_index_message
 from harness.mlir.passes import find_culprit
 from harness.mlir.reader import read_module
 
@@ -30,7 +30,7 @@ def judge_pipeline_output(
     except InputError as exc:
         return Verdict.error(HarnessErrorKind.ARTIFACT, f"cannot check op order: {exc.problems[0]}", _evidence(exc))
     if not report.indexed:
-        return Verdict.error(HarnessErrorKind.ARTIFACT, f"{output_path}: {NO_INDEX_HINT}")
+        return Verdict.error(HarnessErrorKind.ARTIFACT, f"{output_path}: {no_index_message(output_path)}")
     if report.ok:
         return Verdict(Outcome.PASS, message=f"op order kept: {report.indexed} indexed ops in order")
     message = (

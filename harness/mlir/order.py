@@ -9,6 +9,7 @@ in order: the complement of a longest non-decreasing subsequence.
 from __future__ import annotations
 
 import operator
+import re
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -19,6 +20,22 @@ from harness.mlir.reader import IndexedOp, ModuleOps
 
 
 NO_INDEX_HINT = "no op carries an index location: did the pipeline run without --mlir-print-debuginfo?"
+_LONG_INDEX = re.compile(rb"(?:DEBUG\|)(-?\d{19,})\|")
+
+
+def no_index_message(path) -> str:
+    """Why no op carries an index: an index too long for the checker (it keeps int64s), named
+    with its line, or the usual hint."""
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(1 << 20), b""), 1):
+                found = _LONG_INDEX.search(line)
+                if found:
+                    digits = len(found.group(1).lstrip(b"-"))
+                    return f"line {number}: an op index of {digits} digits; indices of more than 18 digits are not supported"
+    except OSError:
+        pass
+    return NO_INDEX_HINT
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from harness.core.errors import InputError
 from harness.mlir.locations import FusedPolicy
-from harness.mlir.order import NO_INDEX_HINT, OrderReport, check_order
+from harness.mlir.order import OrderReport, check_order, no_index_message
 from harness.mlir.reader import ModuleReader, iter_lines
 
 _HEADER_START = "// -----// IR Dump "
@@ -116,5 +116,5 @@ def find_culprit(path: str, fused: FusedPolicy = FusedPolicy.MIN) -> PassesRepor
     if dumps == 0:
         raise InputError.at(path, 1, 1, "no `IR Dump After` dump: was it printed with --mlir-print-ir-after-all?")
     if not indexed:
-        raise InputError.at(path, 1, 1, NO_INDEX_HINT)
+        raise InputError.at(path, 1, 1, no_index_message(path))
     return PassesReport(path, dumps, None)
