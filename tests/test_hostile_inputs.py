@@ -358,3 +358,24 @@ def test_an_index_too_long_is_named_not_taken_for_no_index(tmp_path):
     module.write_text('module {\n  %0 = "ttir.add"() : () -> () loc("DEBUG|123456789012345678901234567890|x")\n}\n')
     result = run("order-check", str(module))
     assert result.exit_code == 2 and "30 digits" in result.output and "line 2" in result.output
+
+
+# -- what the long fuzzing run found ---------------------------------------------------------
+
+
+def test_an_unknown_xml_encoding_is_an_ingest_error(tmp_path):
+    from harness.core.ingest import IngestError, read_junit
+
+    report = tmp_path / "r.xml"
+    report.write_bytes(b'<?xml version="1.0" encoding="TF-8"?>\n<testsuites/>\n')
+    with pytest.raises(IngestError, match="encoding"):
+        read_junit(report)
+
+
+def test_a_path_too_long_for_the_system_is_an_input_error(tmp_path):
+    from harness.core.spec import load_job
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: s\nimage: {base: x, path: '" + "a" * 5000 + "'}\nchecks:\n  - {name: c, kind: command, command: ['true']}\n")
+    with pytest.raises(InputError, match="cannot be used"):
+        load_job(spec)

@@ -93,6 +93,8 @@ def parse_junit(data: bytes, source: str, catalog: Catalog | None = None) -> tup
         raise IngestError(
             source, f"malformed XML at line {exc.getLineNumber()}, column {exc.getColumnNumber() + 1}: {exc.getMessage()}"
         ) from None
+    except LookupError as exc:  # found by tests/test_fuzz.py: <?xml encoding="TF-8"?>
+        raise IngestError(source, f"the XML declaration names an encoding Python does not know: {exc}") from None
     if handler.root is None:
         raise IngestError(source, "empty report")
     return tuple(handler.cases)

@@ -232,7 +232,7 @@ def _image(node: Node, spec_dir: Path) -> ImageSpec:
     elif f.has("ref"):
         raise f.req("ref").fail("image.ref only goes with image.git")
     if f.has("path"):
-        checkout = (spec_dir / f.req("path").as_str("image.path")).resolve()
+        checkout = _local_path(f.req("path"), spec_dir, "image.path")
         if not checkout.is_dir():
             raise f.req("path").fail(f"image.path {checkout} is not a folder: point it at a tt-metal or tt-mlir checkout")
     if project == "tt-metal-sim" and not f.has("path"):
@@ -359,7 +359,7 @@ def _check(node: Node, spec_dir: Path, profiles: Mapping[str, Profile]) -> Check
     input_path = None
     if f.has("input"):
         node = f.req("input")
-        input_path = (spec_dir / node.as_str("input")).resolve()  # symlinks followed: where it really is
+        input_path = _local_path(node, spec_dir, "input")  # symlinks followed: where it really is
         anywhere = f.opt("input_anywhere").as_bool("input_anywhere") if f.has("input_anywhere") else False
         if not anywhere and not input_path.is_relative_to(spec_dir.resolve()):
             # An input is copied to the host and its content can reach the report: a path out of
@@ -391,6 +391,20 @@ def _check(node: Node, spec_dir: Path, profiles: Mapping[str, Profile]) -> Check
         fused=f.opt("fused").as_choice("fused", FUSED_POLICIES) if f.has("fused") else "min",
         profile=_profile_ref(f.opt("profile"), profiles, True) if f.has("profile") else None,
     )
+
+
+def _local_path(node: Node, spec_dir: Path, what: str) -> Path:
+    """A path of the spec, resolved against its folder (symlinks followed); one the system
+    cannot even look at (too long, a loop of links) is the spec's problem."""
+    path = spec_dir / node.as_str(what)
+    try:
+        path = path.resolve()
+        path.stat()
+    except FileNotFoundError:
+        return path
+    except (OSError, RuntimeError) as exc:  # ENAMETOOLONG, ELOOP, EACCES...
+        raise node.fail(f"{what} {str(path)[:200]} cannot be used: {getattr(exc, 'strerror', None) or exc}") from None
+    return path
 
 
 def _argv(node: Node) -> tuple[str, ...]:
