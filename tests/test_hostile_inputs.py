@@ -379,3 +379,30 @@ def test_a_path_too_long_for_the_system_is_an_input_error(tmp_path):
     spec.write_text("name: s\nimage: {base: x, path: '" + "a" * 5000 + "'}\nchecks:\n  - {name: c, kind: command, command: ['true']}\n")
     with pytest.raises(InputError, match="cannot be used"):
         load_job(spec)
+
+
+@pytest.mark.docker
+def test_a_secret_file_reaches_the_container_read_only_and_no_argv_or_env(tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    secret = "file-s3cret-" + os.urandom(6).hex()
+    monkeypatch.setenv("E2E_FILE_TOKEN", secret)
+    spec = tmp_path / "files.yaml"
+    spec.write_text(
+        f"name: files\nimage: {{project: tt-metal-sim, base: tt-harness/debian:bookworm, path: {REPO / 'harness' / 'lab' / 'standin'}}}\n"
+        "checks:\n  - name: reads-it\n    kind: command\n"
+        "    command: [sh, -c, 'sha256sum /run/secrets/TOKEN; env | grep -c file-s3cret || true; "
+        "if echo x > /run/secrets/TOKEN 2>/dev/null; then echo WRITABLE; fi']\n"
+        "    secret_files: {TOKEN: '${E2E_FILE_TOKEN}'}\n"
+    )
+    inventory = tmp_path / "local.yaml"
+    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    out = tmp_path / "out"
+    result = run("run", str(spec), "--inventory", str(inventory), "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    (stdout,) = [p.read_text() for p in out.rglob("stdout.log")]
+    assert hashlib.sha256(secret.encode()).hexdigest() in stdout  # the container read the value
+    assert stdout.splitlines()[1] == "0"  # not in the container's environment
+    assert "WRITABLE" not in stdout
+    assert secret not in json.dumps(json.loads((out / "summary.json").read_text()))

@@ -16,9 +16,8 @@ from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resol
 from harness.core.errors import InputError
 from harness.core.files import OutputError, check_output, check_output_dir
 from harness.core.inventory import load_inventory
-from harness.core.secretref import Masker
 from harness.core.matrix import matrix, render_table
-from harness.core.spec import load_job
+from harness.core.spec import load_job, secret_masker
 from harness.execution.runner import DEFAULT_LEASE_WAIT
 from harness.orchestration.jobrun import run_job
 from harness.orchestration.progress import ConsoleProgress
@@ -67,7 +66,7 @@ def run(
         raise fail_input(exc)
     except (ValueError, OutputError) as exc:  # a jump-host loop in the inventory; an output path
         raise usage_error(str(exc))
-    masker = Masker.for_checks((check.env for check in job.checks), os.environ)
+    masker = secret_masker(job, os.environ)
     counts = ", ".join(f"{n} {name}" for name, n in report.summary()["counts"].items() if n)
     typer.echo(f"{job.name}: {counts} (run {report.run_id})")
     for suite in report.suites:

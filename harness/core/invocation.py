@@ -29,6 +29,7 @@ GTEST_XML = "gtest.xml"
 PYTEST_XML = "pytest.xml"
 MLIR_OUTPUT = "out.mlir"
 SECRETS_ENV_FILE = "secrets.env"
+SECRET_FILES_DIR = "secrets"  # in the check's work folder; /run/secrets in the container
 
 # The probe: arguments are KIND:PATH items up to "--", then the test argv. Printing one line per
 # item makes the container log say exactly what it saw.
@@ -156,6 +157,8 @@ def docker_run_argv(
         # Secret values never appear in an argv (ps, logs, render output): the runner writes
         # them to a 0600 file in the check's workdir and removes it when the check ends.
         argv += ["--env-file", f"{host_workdir}/{SECRETS_ENV_FILE}"]
+    if check.secret_files:
+        argv += ["-v", f"{host_workdir}/{SECRET_FILES_DIR}:/run/secrets:ro"]
     if job.image.home:
         argv += ["-w", job.image.home]
     argv += ["--entrypoint", "sh", image_ref, "-c", _PROBE_SCRIPT, "harness-probe"]

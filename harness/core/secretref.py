@@ -34,7 +34,8 @@ class Masker:
 
     @classmethod
     def for_checks(cls, envs: Iterable[Mapping[str, str]], environ: Mapping[str, str]) -> "Masker":
-        """The values of every ``${VAR}`` the checks' env references, as set in ``environ``."""
+        """The values of every ``${VAR}`` the mappings reference (the checks' env and secret
+        files), as set in ``environ``."""
         names = {name for env in envs for value in env.values() if (name := secret_name(value))}
         return cls(environ[name] for name in names if name in environ)
 

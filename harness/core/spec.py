@@ -16,6 +16,7 @@ from typing import Mapping
 
 from harness.core.errors import InputError, Problem
 from harness.core.outcomes import KnownBug
+from harness.core.secretref import Masker
 from harness.core.profiles import Profile, default_boards, default_profiles, lint, parse_profile, widening
 from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_named
 
@@ -102,6 +103,16 @@ class CheckSpec:
     ab: bool = False  # mlir-order: rerun with enable-erase-inverse-ops-pass=false on a violation
     fused: str = "min"  # mlir-order: index policy for fused locations
     profile: Profile | None = None  # this check's own device profile; None: the job's
+    # Secrets as files, /run/secrets/<NAME> read-only in the container (name -> "${VAR}"): unlike
+    # env secrets they do not show in `docker inspect` on the host.
+    secret_files: Mapping[str, str] = field(default_factory=dict)
+
+
+def secret_masker(job: "JobSpec", environ: Mapping[str, str]) -> Masker:
+    """The masker for a run of ``job``: every secret its checks reference, as set in ``environ``."""
+    return Masker.for_checks(
+        [mapping for check in job.checks for mapping in (check.env, check.secret_files)], environ
+    )
 
 
 def check_profile(job: "JobSpec", check: CheckSpec) -> Profile:
@@ -321,7 +332,7 @@ _CHECK_KEYS = {
     "command": ("command",),
     "mlir-order": ("command", "input", "input_anywhere", "ab", "fused"),
 }
-_COMMON_KEYS = ("timeout", "repeat", "env", "expect", "reason", "link", "profile")
+_COMMON_KEYS = ("timeout", "repeat", "env", "expect", "reason", "link", "profile", "secret_files")
 _REQUIRED_BY_KIND = {"gtest": ("binary",), "pytest": ("target",), "command": ("command",), "mlir-order": ("command",)}
 
 
@@ -390,6 +401,7 @@ def _check(node: Node, spec_dir: Path, profiles: Mapping[str, Profile]) -> Check
         ab=f.opt("ab").as_bool("ab") if f.has("ab") else False,
         fused=f.opt("fused").as_choice("fused", FUSED_POLICIES) if f.has("fused") else "min",
         profile=_profile_ref(f.opt("profile"), profiles, True) if f.has("profile") else None,
+        secret_files=_secret_files(f.opt("secret_files")) if f.has("secret_files") else {},
     )
 
 
@@ -445,6 +457,15 @@ def _duration(node: Node, what: str) -> float:
     if seconds > MAX_TIMEOUT:
         raise node.fail(f"{what} of {seconds:g} s is more than {MAX_TIMEOUT // 86400} days: say what you mean")
     return seconds
+
+
+def _secret_files(node: Node) -> Mapping[str, str]:
+    files: dict[str, str] = {}
+    for key, value in node.as_map("secret_files").items():
+        if not _NAME.fullmatch(key):
+            raise InputError([value.key_problem(f"secret file name {key!r} must be letters, digits, '.', '_' or '-'")])
+        files[key] = value.as_secret_ref(f"secret_files {key}")
+    return files
 
 
 def _env(node: Node | None) -> Mapping[str, str]:

@@ -45,7 +45,7 @@ from harness.core.outcomes import (
     combine_attempts,
 )
 from harness.core.secretref import Masker, secret_name
-from harness.core.spec import CheckSpec, JobSpec
+from harness.core.spec import CheckSpec, JobSpec, secret_masker
 from harness.mlir.check import ab_note, judge_pipeline_output
 from harness.execution.transport.base import ArtifactError, CommandResult, Lifeline, Transport, TransportError
 
@@ -102,7 +102,7 @@ class Runner:
         self.secrets = secrets if secrets is not None else dict(os.environ)
         self.lease_wait = lease_wait
         self.on_wait = on_wait
-        self.masker = Masker.for_checks((check.env for check in job.checks), self.secrets)
+        self.masker = secret_masker(job, self.secrets)
         self._orphans = False  # a lost connection may have left a container running there
         self._lock = threading.Lock()
         self._serial = 0  # numbers every container of this runner: names stay unique across retries
@@ -168,7 +168,8 @@ class Runner:
             if self._orphans:
                 self.remove_leftovers()  # the host answers again: clear what the lost run left
                 self._orphans = False
-            missing = [name for name in _secret_names(check).values() if name not in self.secrets]
+            wanted = [*_secret_names(check).values(), *_secret_file_vars(check).values()]
+            missing = [name for name in wanted if name not in self.secrets]
             if missing:
                 raise _SpecProblem(f"env references ${{{missing[0]}}}, which is not set where harness runs")
             broken = [name for name in _secret_names(check).values() if any(c in self.secrets[name] for c in "\r\n\0")]
@@ -356,6 +357,7 @@ class Runner:
                 self.transport.run(["rm", "-rf", "--", workdir], timeout=120)
 
     def _put_secrets(self, check: CheckSpec, workdir: str) -> None:
+        self._put_secret_files(check, workdir)
         refs = _secret_names(check)
         if not refs:
             return
@@ -369,6 +371,24 @@ class Runner:
         finally:
             os.unlink(path)
 
+    def _put_secret_files(self, check: CheckSpec, workdir: str) -> None:
+        """Each secret file, 0400 in a 0700 folder of the work folder (removed with it), bound
+        read-only at /run/secrets in the container."""
+        files = _secret_file_vars(check)
+        if not files:
+            return
+        folder = f"{workdir}/{invocation.SECRET_FILES_DIR}"
+        self.transport.run(["mkdir", "-m", "0700", "--", folder], timeout=60)
+        for name, var in files.items():
+            fd, path = tempfile.mkstemp(prefix="harness-secret-")
+            try:
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(self.secrets[var])
+                os.chmod(path, 0o400)
+                self.transport.put(path, f"{folder}/{name}")
+            finally:
+                os.unlink(path)
+
     def _stop(self, name: str) -> None:
         """After a timeout the docker client is gone but the container may still run: stop it."""
         self.transport.run([*self.host.docker, "stop", "-t", str(STOP_GRACE_SECONDS), name], timeout=STOP_GRACE_SECONDS + 60)
@@ -377,6 +397,11 @@ class Runner:
 
 class _SpecProblem(Exception):
     pass
+
+
+def _secret_file_vars(check: CheckSpec) -> dict[str, str]:
+    """Secret file name -> the variable its ``${VAR}`` reference names."""
+    return {key: name for key, value in check.secret_files.items() if (name := secret_name(value))}
 
 
 def _secret_names(check: CheckSpec) -> dict[str, str]:

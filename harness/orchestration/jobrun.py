@@ -22,8 +22,7 @@ from harness.core.errors import InputError
 from harness.core.events import CheckFinished, HostQuarantined, Listener, RunFinished
 from harness.core.inventory import Host, Inventory
 from harness.core.outcomes import Outcome, SuiteResult, exit_code, summarize
-from harness.core.secretref import Masker
-from harness.core.spec import JobSpec
+from harness.core.spec import JobSpec, secret_masker
 from harness.execution.connect import Connections
 from harness.orchestration.scheduler import Options, Scheduler
 
@@ -146,7 +145,7 @@ class ReportWriter:
         self.job = job
         self.run_id = run_id
         self.started = started
-        self.masker = Masker.for_checks((check.env for check in job.checks), environ or {})
+        self.masker = secret_masker(job, environ or {})
         self.source: Scheduler | None = None
         self._lock = threading.Lock()
 
