@@ -481,5 +481,7 @@ def _env(node: Node | None) -> Mapping[str, str]:
             text = value.as_str(f"env {key}")
         if _SECRET_KEY.search(key):
             text = value.as_secret_ref(f"env {key}")
+        if len(text) > MAX_ARG_CHARS:
+            raise InputError([value.problem(f"env {key} is {len(text)} characters; at most {MAX_ARG_CHARS} are allowed")])
         env[key] = text
     return env
