@@ -80,6 +80,15 @@ def cases(summary: dict, host: str, check: str | None = None) -> list[dict]:
     return [c for c in suite["cases"] if check is None or c["check"] == check]
 
 
+# The smoke check hang triage runs; a hang becomes tt-metal's TIMEOUT error after 3 s.
+SMOKE = """\
+        - name: device-smoke
+          kind: gtest
+          binary: build/test/tt_metal/sim_device_smoke
+          timeout: 1m
+          env: {TT_METAL_OPERATION_TIMEOUT_SECONDS: "3"}
+"""  # indented as the checks written inside the tests below
+
 SLEEPERS = """\
     - {name: a, kind: command, command: [sleep, "2"], timeout: 2m}
     - {name: b, kind: command, command: [sleep, "2"], timeout: 2m}
@@ -166,12 +175,7 @@ def test_a_busy_card_waits_then_the_pool_moves_on_and_quarantines_the_host(sim_l
 
 
 def test_a_check_that_hangs_a_healthy_board_is_a_real_failure(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, f"""\
-        - name: device-smoke
-          kind: gtest
-          binary: build/test/tt_metal/sim_device_smoke
-          timeout: 1m
-          env: {{TT_METAL_OPERATION_TIMEOUT_SECONDS: "3"}}
+    job = job_file(tmp_path, SMOKE + f"""\
         - name: hangs-it
           kind: command
           command: [sh, -c, 'echo hung > "{CARD}/tt_sim_state"; exec sleep 600']
@@ -188,12 +192,7 @@ def test_a_check_that_hangs_a_healthy_board_is_a_real_failure(sim_lab: SimLab, t
 
 
 def test_the_hang_fault_is_the_boards_not_the_checks(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, """\
-        - name: device-smoke
-          kind: gtest
-          binary: build/test/tt_metal/sim_device_smoke
-          timeout: 1m
-          env: {TT_METAL_OPERATION_TIMEOUT_SECONDS: "3"}
+    job = job_file(tmp_path, SMOKE + """\
         - name: small
           kind: gtest
           binary: build/tt-train/tests/ttml_tests
@@ -215,12 +214,7 @@ def test_the_hang_fault_is_the_boards_not_the_checks(sim_lab: SimLab, tmp_path: 
 
 def test_a_board_that_stays_broken_after_a_reset_is_quarantined(sim_lab: SimLab, tmp_path: Path):
     # The check wedges the board so that a reset cannot bring it back (its node is gone).
-    job = job_file(tmp_path, f"""\
-        - name: device-smoke
-          kind: gtest
-          binary: build/test/tt_metal/sim_device_smoke
-          timeout: 1m
-          env: {{TT_METAL_OPERATION_TIMEOUT_SECONDS: "3"}}
+    job = job_file(tmp_path, SMOKE + f"""\
         - name: wedges-it
           kind: command
           command: [sh, -c, 'echo hung > "{CARD}/tt_sim_state"; rm -f /dev/tenstorrent/0; exec sleep 600']
