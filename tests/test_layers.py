@@ -45,3 +45,13 @@ def test_the_lab_imports_only_core_and_execution():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_the_cli_loads_docker_and_ssh_only_for_the_commands_that_use_them():
+    """Startup: `harness classify`, `order-check`, `validate` and `--help` need neither."""
+    probe = (
+        "import sys, harness.cli; "
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'paramiko', 'requests'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""

@@ -11,7 +11,6 @@ from harness.cli.common import fail_input, print_json, print_problems
 from harness.core.errors import InputError
 from harness.core.outcomes import EXIT_ENV_FAULT, EXIT_FAILURE
 from harness.core.spec import load_job
-from harness.execution.images import ImageError, describe_build, ensure_image, render
 
 
 @app.command("build")
@@ -27,6 +26,8 @@ def build(
     Exit 0 built or reused, 1 a Dockerfile step failed, 2 bad spec, 3 Docker unreachable or
     another environment fault.
     """
+    from harness.execution.images import ImageError, describe_build, ensure_image, render  # Docker: only here
+
     try:
         job = load_job(job_path)
     except InputError as exc:

@@ -12,10 +12,6 @@ from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resol
 from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
 from harness.core.outcomes import EXIT_ENV_FAULT
-from harness.execution.cleanup import cleanup as clean_host
-from harness.execution.connect import Connections
-from harness.execution.images import host_docker_command
-from harness.execution.transport import TransportError
 
 
 @app.command("cleanup")
@@ -26,6 +22,11 @@ def cleanup(
 ) -> None:
     """Remove containers (label harness.run) and work folders of runs that no longer run, on
     every host. Exit 0; 3 when a host could not be reached."""
+    from harness.execution.cleanup import cleanup as clean_host  # SSH and Docker: only here
+    from harness.execution.connect import Connections
+    from harness.execution.images import host_docker_command
+    from harness.execution.transport import TransportError
+
     try:
         lab = load_inventory(resolve_inventory(inventory, lab_name))
     except InputError as exc:

@@ -16,8 +16,6 @@ from harness.core.hostfacts import GIB, CheckStatus, PreflightReport, default_pr
 from harness.core.inventory import Host, Inventory, load_inventory
 from harness.core.outcomes import EXIT_ENV_FAULT, EXIT_OK
 from harness.core.yamlnodes import did_you_mean
-from harness.execution.preflight import preflight
-from harness.execution.connect import Connections
 
 MAX_PARALLEL = 16  # hosts checked at once; each check mostly waits on its host
 
@@ -50,6 +48,9 @@ def check(
     """Preflight every host: driver, device nodes, sysfs, firmware, heartbeat, hugepages, users
     of the cards, tt-smi, Docker and disk. Exit 0: all fit (warnings allowed); 3: a host has
     an environment fault; 2: bad input."""
+    from harness.execution.connect import Connections  # SSH: only here
+    from harness.execution.preflight import preflight
+
     path = resolve_inventory(inventory, lab_name)
     try:
         lab = load_inventory(path)

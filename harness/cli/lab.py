@@ -10,8 +10,8 @@ from harness.cli.app import app
 from harness.cli.common import fail_input, print_json, usage_error
 from harness.core.errors import InputError
 from harness.core.outcomes import EXIT_ENV_FAULT
+from harness.lab import DEFAULT_HOSTS
 from harness.lab.faults import default_faults
-from harness.lab.sim import DEFAULT_HOSTS, LabError, LabStatus, SimLab
 
 LAB_NAMES = ("sim",)
 lab_app = typer.Typer(
@@ -24,7 +24,9 @@ app.add_typer(lab_app, name="lab")
 _FAULT_HELP = "Faults: " + ", ".join(default_faults()) + " (configs/lab-faults.yaml)."
 
 
-def open_lab(name: str = "sim", quiet: bool = False) -> SimLab:
+def open_lab(name: str = "sim", quiet: bool = False):
+    from harness.lab.sim import SimLab  # Docker: only when a lab command runs
+
     if name not in LAB_NAMES:
         raise usage_error(f"unknown lab {name!r}; the one lab is: {', '.join(LAB_NAMES)}")
     return SimLab(name, on_progress=None if quiet else (lambda line: typer.echo(line, err=True)))
@@ -80,6 +82,8 @@ def heal(host: str = typer.Argument(...)) -> None:
 
 
 def _act(action, quiet: bool):
+    from harness.lab.sim import LabError
+
     try:
         return action(open_lab("sim", quiet))
     except InputError as exc:
@@ -89,7 +93,7 @@ def _act(action, quiet: bool):
         raise typer.Exit(EXIT_ENV_FAULT)
 
 
-def _print_status(status: LabStatus) -> None:
+def _print_status(status) -> None:
     if not status.hosts:
         typer.echo(f"lab {status.name}: down")
         return

@@ -18,10 +18,7 @@ from harness.core.files import OutputError, check_output, check_output_dir
 from harness.core.inventory import load_inventory
 from harness.core.matrix import matrix, render_table
 from harness.core.spec import load_job, secret_masker
-from harness.execution.runner import DEFAULT_LEASE_WAIT
-from harness.orchestration.jobrun import run_job
-from harness.orchestration.progress import ConsoleProgress
-from harness.orchestration.scheduler import Options
+from harness.core.lease import DEFAULT_WAIT as DEFAULT_LEASE_WAIT
 
 @app.command("run")
 def run(
@@ -43,6 +40,11 @@ def run(
     summary.json tell real failures from environment faults. Exit 0 all passed, 1 a real
     failure or xpass, 2 bad input (nothing ran), 3 environment faults only.
     """
+    # Docker, SSH and the scheduler load only when a run starts: every other command starts fast.
+    from harness.orchestration.jobrun import run_job
+    from harness.orchestration.progress import ConsoleProgress
+    from harness.orchestration.scheduler import Options
+
     try:
         job = load_job(job_path)
         lab = load_inventory(resolve_inventory(inventory, lab_name))

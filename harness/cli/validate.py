@@ -18,8 +18,6 @@ from harness.core.profiles import default_boards, load_boards, load_profiles
 from harness.core.signatures import load_catalog
 from harness.core.spec import load_job
 from harness.core.yamlnodes import load_file
-from harness.execution.connect import Connections
-from harness.execution.images import ImageError, docker_build_argv, image_tag
 from harness.lab.faults import load_faults
 
 
@@ -30,6 +28,8 @@ def _job(path: Path) -> str:
 
 
 def _inventory(path: Path) -> str:
+    from harness.execution.connect import Connections  # SSH: only for an inventory
+
     inventory = load_inventory(path)
     Connections(inventory).check(inventory.hosts)  # a jump-host loop is a problem of the file
     return f"inventory, {len(inventory.hosts)} hosts"
@@ -103,6 +103,8 @@ def render(
     as_json: bool = typer.Option(False, "--json", help='Print {"checks": [{"name", "docker_build", "docker_run"}]}.'),
 ) -> None:
     """Print, per check, the exact `docker build` and `docker run` argv, shell-quoted."""
+    from harness.execution.images import ImageError, docker_build_argv, image_tag  # Docker: only here
+
     try:
         job = load_job(job_path)
     except InputError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Sequence
 
 LEASE_DIR = "/tmp/tt-harness-leases"  # one lock file per /dev/tenstorrent/N, on each host
+DEFAULT_WAIT = 600.0  # seconds a check waits for a card another run holds
 BUSY_EXIT = 98  # flock gave up waiting (PROBE_EXIT is 97; Docker uses 125-127)
 HELD = "harness-lease: held"
 WAITING = "harness-lease: waiting for"

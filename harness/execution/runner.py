@@ -53,7 +53,7 @@ MAX_ARTIFACT_BYTES = 256 * 1024 * 1024  # gtest XML and compiler output; a bigge
 PROBE_HEAD_LINES = 64  # the probe prints one line per item; it always comes first
 STDERR_TAIL_LINES = 50
 STOP_GRACE_SECONDS = 10
-DEFAULT_LEASE_WAIT = 600.0  # seconds a check waits for a card another run holds
+DEFAULT_LEASE_WAIT = lease.DEFAULT_WAIT
 LineSink = Callable[[str], None]
 
 

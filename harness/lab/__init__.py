@@ -5,3 +5,5 @@ that the whole mission (images built from a spec, checks fanned out over SSH, co
 right or wrong, real failures told from environment faults) can be watched and tested anywhere:
 ``harness lab up`` (harness/cli/lab.py), :class:`harness.lab.sim.SimLab`.
 """
+
+DEFAULT_HOSTS = 3  # sim-wh-01 .. sim-wh-03

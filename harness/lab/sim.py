@@ -34,6 +34,7 @@ import paramiko
 
 from harness.core.atomic import write_text
 from harness.execution import images
+from harness.lab import DEFAULT_HOSTS
 from harness.lab.faults import Fault, fault_named
 from harness.lab.keys import known_hosts_line, public_line, write_ed25519_key
 
@@ -43,7 +44,6 @@ REPO = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = "tt-harness/debian:bookworm"
 BUILD_BASE = REPO / "containers" / "base" / "build-base.sh"
 LAB_DIR_ENV = "TT_HARNESS_LAB_DIR"
-DEFAULT_HOSTS = 3
 BOARD = "n150"
 HOST_LABELS = ("n150", "nightly", "compiler", "sim")
 USER = "ci"
