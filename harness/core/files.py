@@ -56,12 +56,7 @@ def check_output(path: str | Path, what: str = "output") -> None:
     try:
         info = path.stat()
     except FileNotFoundError:
-        parent = path.parent
-        for ancestor in (parent, *parent.parents):
-            if ancestor.exists():
-                if not ancestor.is_dir():
-                    raise OutputError(f"{what} {path}: {ancestor} is not a folder") from None
-                break
+        _check_nearest_folder(path.parent, path, what)
         return
     except OSError as exc:
         raise OutputError(f"{what} {path}: {exc.strerror or exc}") from None
@@ -75,11 +70,16 @@ def check_output_dir(path: str | Path, what: str = "output folder") -> None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{what} {path} is not a folder")
-    for ancestor in path.parents:
+    _check_nearest_folder(path.parent, path, what)
+
+
+def _check_nearest_folder(start: Path, path: Path, what: str) -> None:
+    """The nearest existing one of ``start`` and its parents must be a folder: the rest is made."""
+    for ancestor in (start, *start.parents):
         if ancestor.exists():
             if not ancestor.is_dir():
                 raise OutputError(f"{what} {path}: {ancestor} is not a folder")
-            break
+            return
 
 
 def write_through(path: Path, data: bytes) -> bool:

@@ -18,6 +18,7 @@ does not. SSH ports are published on 127.0.0.1 only.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import contextlib
 import io
 import os
@@ -182,7 +183,7 @@ class SimLab:
                     self.fault(host, name)
         status = self.status()
         self._write_inventory(status)
-        return self.status()
+        return dataclasses.replace(status, inventory=self.inventory_path)
 
     def _host_image(self) -> str:
         self._ensure_base()

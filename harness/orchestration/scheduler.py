@@ -232,8 +232,9 @@ class Scheduler:
     def _prepare_hosts(self) -> None:
         """Build the image once, then deliver it to every host that has work, all at once."""
         try:
-            self.say(f"== {self.job.name}: image {images.image_tag(self.job)}")
-            self._built = images.ensure_image(self.job, on_progress=self.say)
+            rendering = images.render(self.job)  # once: it hashes a local checkout's every file
+            self.say(f"== {self.job.name}: image {rendering.tag}")
+            self._built = images.ensure_rendered(rendering, on_progress=self.say)
         except images.ImageError as exc:
             self._built = exc
         except Exception:
