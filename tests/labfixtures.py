@@ -16,6 +16,12 @@ from harness.lab.sim import LabError, SimLab
 E2E_LAB = "e2e"
 
 
+def cases(summary: dict, host: str, check: str | None = None) -> list[dict]:
+    """The cases of a run's summary.json on ``host`` (of ``check``, when given)."""
+    suite = next(s for s in summary["hosts"] if s["host"] == host)
+    return [c for c in suite["cases"] if check is None or c["check"] == check]
+
+
 @pytest.fixture(scope="session")
 def sim_lab(tmp_path_factory) -> Iterator[SimLab]:
     lab = SimLab(E2E_LAB, directory=tmp_path_factory.mktemp("lab"))

@@ -20,6 +20,15 @@ from harness.core.yamlnodes import MAX_INPUT_BYTES, load_file
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "jobs" / "nightly.yaml"
+# The simulated tt-metal image (cached after its first build): a real container for a check.
+SIM_IMAGE = f"image: {{project: tt-metal-sim, base: tt-harness/debian:bookworm, path: {REPO / 'harness' / 'lab' / 'standin'}}}\n"
+
+
+def this_machine(tmp_path: Path) -> Path:
+    """An inventory of this machine alone, through the local transport."""
+    inventory = tmp_path / "local.yaml"
+    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    return inventory
 
 
 def run(*args: str):
@@ -188,13 +197,12 @@ def test_a_secret_printed_by_a_check_is_masked_in_every_output(tmp_path, monkeyp
     monkeypatch.setenv("E2E_TOKEN", secret)
     spec = tmp_path / "leak.yaml"
     spec.write_text(
-        f"name: leak\nimage: {{project: tt-metal-sim, base: tt-harness/debian:bookworm, path: {REPO / 'harness' / 'lab' / 'standin'}}}\n"
+        f"name: leak\n{SIM_IMAGE}"
         "checks:\n  - name: prints-it\n    kind: command\n"
         "    command: [sh, -c, 'echo \"No chips detected in the cluster (token $API_TOKEN)\" >&2; exit 1']\n"
         "    env: {API_TOKEN: '${E2E_TOKEN}'}\n"
     )
-    inventory = tmp_path / "local.yaml"
-    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    inventory = this_machine(tmp_path)
     out = tmp_path / "out"
     result = run("run", str(spec), "--inventory", str(inventory), "--out", str(out), "--verbose")
     assert result.exit_code == 3, result.output  # the signature: an environment fault
@@ -300,8 +308,7 @@ def test_run_refuses_a_privileged_container_where_the_inventory_does_not_allow_i
         "name: s\nimage: {base: x, wheel: '1'}\nprofile: {name: wide, privileged: true}\n"
         "checks:\n  - {name: c, kind: command, command: ['true']}\n"
     )
-    inventory = tmp_path / "local.yaml"
-    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    inventory = this_machine(tmp_path)
     result = run("run", str(spec), "--inventory", str(inventory), "--out", str(tmp_path / "out"), "--quiet")
     assert result.exit_code == 1, result.output  # a harness/spec error: nothing ran
     assert "does not allow" in (tmp_path / "out" / "summary.json").read_text()
@@ -390,14 +397,13 @@ def test_a_secret_file_reaches_the_container_read_only_and_no_argv_or_env(tmp_pa
     monkeypatch.setenv("E2E_FILE_TOKEN", secret)
     spec = tmp_path / "files.yaml"
     spec.write_text(
-        f"name: files\nimage: {{project: tt-metal-sim, base: tt-harness/debian:bookworm, path: {REPO / 'harness' / 'lab' / 'standin'}}}\n"
+        f"name: files\n{SIM_IMAGE}"
         "checks:\n  - name: reads-it\n    kind: command\n"
         "    command: [sh, -c, 'sha256sum /run/secrets/TOKEN; env | grep -c file-s3cret || true; "
         "if echo x > /run/secrets/TOKEN 2>/dev/null; then echo WRITABLE; fi']\n"
         "    secret_files: {TOKEN: '${E2E_FILE_TOKEN}'}\n"
     )
-    inventory = tmp_path / "local.yaml"
-    inventory.write_text("hosts:\n  - {name: here, transport: local}\n")
+    inventory = this_machine(tmp_path)
     out = tmp_path / "out"
     result = run("run", str(spec), "--inventory", str(inventory), "--out", str(out), "--quiet")
     assert result.exit_code == 0, result.output

@@ -20,7 +20,7 @@ import pytest
 
 from harness.lab.faults import default_faults
 from harness.lab.sim import LAB_LABEL, SimLab, host_name
-from tests.labfixtures import E2E_LAB
+from tests.labfixtures import E2E_LAB, cases
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
 
@@ -47,11 +47,6 @@ def run_job(lab: SimLab, job: Path, out: Path, *hosts: str) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     summary["_stdout"], summary["_rc"] = result.stdout, result.returncode
     return summary
-
-
-def cases(summary: dict, host: str, check: str | None = None) -> list[dict]:
-    suite = next(s for s in summary["hosts"] if s["host"] == host)
-    return [c for c in suite["cases"] if check is None or c["check"] == check]
 
 
 def outcomes(summary: dict, host: str, check: str) -> set[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab.sim import SimLab, host_name
-from tests.labfixtures import E2E_LAB
+from tests.labfixtures import E2E_LAB, cases
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
 
@@ -73,11 +73,6 @@ def wait_for(predicate, timeout: float = 60, what: str = "condition") -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
-
-
-def cases(summary: dict, host: str, check: str | None = None) -> list[dict]:
-    suite = next(s for s in summary["hosts"] if s["host"] == host)
-    return [c for c in suite["cases"] if check is None or c["check"] == check]
 
 
 # The smoke check hang triage runs; a hang becomes tt-metal's TIMEOUT error after 3 s.
