@@ -135,13 +135,15 @@ def docker_run_argv(
     has_path: Callable[[str], bool] | None = None,
     profile: Profile | None = None,
     leased: Sequence[int] | None = None,
+    name: str | None = None,
 ) -> list[str]:
     """The complete ``docker run`` argv for one attempt of one check. ``leased``: the cards
-    the check holds (it gets only those), or ``None`` where no lease is known (``render``)."""
+    the check holds (it gets only those), or ``None`` where no lease is known (``render``).
+    ``name``: the container's name (default: from the run, check and attempt)."""
     profile = profile or check_profile(job, check)
     argv = [
         "docker", "run", "--rm",
-        "--name", container_name(run_id, check.name, attempt),
+        "--name", name or container_name(run_id, check.name, attempt),
         "--label", f"harness.run={run_id}",
         "--label", f"harness.job={job.name}",
         "--label", f"harness.check={check.name}",

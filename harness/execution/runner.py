@@ -288,9 +288,8 @@ class Runner:
         argv = docker_run_argv(
             self.job, check, self.image_ref, run_id=self.run_id, attempt=number, host_workdir=workdir,
             device_ids=devices, iommu=self.host.iommu, has_path=self.host.has_path,
-            leased=devices if needs_card(self.job, check) else None,
+            leased=devices if needs_card(self.job, check) else None, name=name,
         )
-        argv[argv.index("--name") + 1] = name
         held = devices if needs_card(self.job, check) else ()
         return leased_argv([*self.host.docker, *argv[1:]], name=name, devices=held, wait=self.lease_wait, docker=self.host.docker)
 
