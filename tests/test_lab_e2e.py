@@ -177,7 +177,7 @@ def test_a_cardless_check_still_runs_on_a_host_with_a_card_fault(sim_lab: SimLab
 
 
 def test_up_again_changes_nothing_and_down_leaves_nothing(tmp_path: Path):
-    lab = SimLab("e2e-updown", directory=tmp_path / "lab")
+    lab = SimLab(f"{E2E_LAB}-updown", directory=tmp_path / "lab")
     lab.down()
     try:
         first = lab.up(1)
@@ -192,7 +192,7 @@ def test_up_again_changes_nothing_and_down_leaves_nothing(tmp_path: Path):
     import docker
 
     client = docker.from_env()
-    label = {"label": f"{LAB_LABEL}=e2e-updown"}
+    label = {"label": f"{LAB_LABEL}={E2E_LAB}-updown"}
     assert client.containers.list(all=True, filters=label) == []
     assert client.volumes.list(filters=label) == []
     assert client.networks.list(filters=label) == []
