@@ -26,6 +26,13 @@ The rules (they are the product):
 5. **Test failure text outranks other log lines** (tt-metal's own classifier does the same):
    a fatal signature outside any test does not turn a real test failure into an env fault;
    only one inside the failing test's own output does.
+6. **The cause, not the symptom.** A fatal entry may name the categories it is a symptom of
+   (``symptom_of``); when an earlier line of the log names one of them (a warning included), the
+   verdict takes that cause's category and carries both lines.
+7. **A wait that never ended decides.** ``wait`` entries (a device lock held by another process,
+   ethernet training in progress) are context while the run goes on; a test, or the run, that
+   ends or is killed while still waiting is an env fault of the wait's category. Failure text
+   after the wait means the wait ended: the failure is judged as usual.
 
 How a log is read:
 
@@ -41,12 +48,16 @@ How a log is read:
   ``env_fault`` (a run whose environment broke is not a run to trust, even if its tests
   passed); only summary lines say something failed (gtest's ``[  FAILED  ]`` list, pytest's
   ``FAILED id - msg`` lines or ``1 failed, 2 passed``, with no per-test details): ``fail``,
-  unless the summary line itself carries a fatal signature; an explicit success marker
-  (gtest ``[  PASSED  ] N tests.``, pytest ``N passed in Xs``): ``pass``.
-- **Nothing recognizable is a ``fail``** with the message "no verdict in log". A log without a
-  success marker is a truncated log, a runner killed before printing, or a binary that never
-  started; calling it a pass would hide exactly the runs a kernel engineer needs to look at,
-  and no fatal signature means there is no evidence to blame the environment.
+  unless the summary line itself carries a fatal signature (a ``fail`` line of the summary
+  catalog, ``configs/summaries.yaml``, counts the same way); the run ended while still waiting:
+  ``env_fault``; an explicit success marker (gtest ``[  PASSED  ] N tests.``, pytest ``N passed
+  in Xs``, a ``pass`` line of the summary catalog): ``pass``, unless the step's exit code, when
+  the caller gives it, is non-zero.
+- **Nothing recognizable is a ``fail``** with the message "no verdict in log", unless the
+  caller gives the step's exit code: 0 passes it. A log without a success marker is a
+  truncated log, a runner killed before printing, or a binary that never started; calling it a
+  pass would hide exactly the runs a kernel engineer needs to look at, and no fatal signature
+  means there is no evidence to blame the environment.
 
 Logs are read in one streaming pass in constant memory: a combined search for the catalog's
 anchors (see :class:`~harness.core.signatures.PatternSet`) finds candidate lines, only those
