@@ -695,6 +695,7 @@ def test_python_unittests_own_summary(tmp_path):
 def test_pytests_colored_summaries(tmp_path, quiet):
     (tmp_path / "test_ok.py").write_text("import pytest\ndef test_a(): pass\n@pytest.mark.skip\ndef test_b(): pass\n")
     (tmp_path / "test_bad.py").write_text("def test_c(): pass\ndef test_d(): assert 0\n")
+    (tmp_path / "test_warn.py").write_text("import warnings\ndef test_e(): warnings.warn('old', DeprecationWarning)\n")
 
     def summary_line(name: str) -> str:
         result = subprocess.run(
@@ -703,9 +704,10 @@ def test_pytests_colored_summaries(tmp_path, quiet):
         )
         return result.stdout.rstrip("\n").split("\n")[-1]
 
-    passed, failed = summary_line("test_ok.py"), summary_line("test_bad.py")
-    assert E in passed and E in failed  # colored, as CI logs with --color=yes show them
+    passed, warned, failed = summary_line("test_ok.py"), summary_line("test_warn.py"), summary_line("test_bad.py")
+    assert E in passed and E in warned and E in failed  # colored, as CI logs with --color=yes show them
     assert classify_log([passed]).outcome is Outcome.PASS
+    assert classify_log([warned]).outcome is Outcome.PASS
     assert classify_log([failed]).outcome is Outcome.FAIL
 
 
