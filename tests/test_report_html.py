@@ -218,3 +218,18 @@ def test_cases_of_other_runs_never_leak_into_the_matrix():
     page = render_report(runs[0], cases, runs, cases)  # all three nights' cases given
     assert len(matrix_cells(parse(page))) == len(SIM_HOSTS) * len(CHECKS)
     assert f"{len(SIM_HOSTS) * 16} cases:" in page
+
+
+def test_what_needs_a_look_names_real_failures_by_check_and_env_faults_by_host(elements):
+    (glance,) = [e for e in find(elements, "section") if e.attrs.get("id") == "glance"]
+    (ul,) = [child for child in glance.children if child.tag == "ul"]
+    lines = [" ".join(li.text.split()) for li in ul.children]
+    assert lines == [
+        "layernorm-bw-small-shapes failed on sim-wh-02",
+        "eraseinverseops-order failed on sim-wh-01, sim-wh-02, sim-wh-03",
+        "sim-wh-01: environment fault (mount) in layernorm-bw-small-shapes-mis-mounted",
+        "sim-wh-02: environment fault (mount) in layernorm-bw-small-shapes-mis-mounted",
+        "sim-wh-03: environment fault (hugepages) in device-smoke, layernorm-bw-bugrepro, layernorm-bw-nightly, "
+        "layernorm-bw-small-shapes, layernorm-bw-small-shapes-mis-mounted",
+        "known bug still failing as expected: layernorm-bw-bugrepro",
+    ]

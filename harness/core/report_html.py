@@ -174,6 +174,7 @@ def render_report(
         f"<style>{_CSS}</style>\n</head>\n<body>\n",
         _header(run, cases, stand_ins, generated),
         _matrix(hosts, checks, grid, anchors, stand_ins),
+        _glance(hosts, checks, grid, anchors),
         _trends(run, trend_runs, trend_cases),
         _details(hosts, checks, grid, anchors, stand_ins, log_base),
         "<footer>tt-harness report: one self-contained file (no script, no network). Pass rate counts "
@@ -216,6 +217,45 @@ def _header(run: RunInfo, cases: Sequence[CaseRecord], stand_ins: frozenset[str]
         )
     out.append("</header>\n")
     return "".join(out)
+
+
+def _glance(
+    hosts: Sequence[str],
+    checks: Sequence[str],
+    grid: Mapping[tuple[str, str], Sequence[CaseRecord]],
+    anchors: Mapping[tuple[str, str], str],
+) -> str:
+    """What needs a person, in words: the real failures by check, the env faults by host."""
+    def link(key: tuple[str, str], text: str) -> str:
+        return f"<a href=\"#{anchors[key]}\">{_e(text)}</a>"
+
+    failing = {Outcome.FAIL: "failed", Outcome.XPASS: "passed but is a known bug", Outcome.ERROR: "harness error"}
+    lines = []
+    for check in checks:
+        for outcome, verb in failing.items():
+            where = [host for host in hosts if any(c.outcome is outcome for c in grid.get((host, check), ()))]
+            if where:
+                lines.append(
+                    f"<li class=\"o-{outcome.value}-edge\"><b>{_e(check)}</b> {verb} on "
+                    + ", ".join(link((host, check), host) for host in where) + "</li>"
+                )
+    for host in hosts:
+        faulted = [check for check in checks if any(c.outcome is Outcome.ENV_FAULT for c in grid.get((host, check), ()))]
+        if faulted:
+            categories = sorted({c.category or "unknown" for check in faulted for c in grid[host, check] if c.outcome is Outcome.ENV_FAULT})
+            lines.append(
+                f"<li class=\"o-env_fault-edge\"><b>{_e(host)}</b>: environment fault ({_e(', '.join(categories))}) in "
+                + ", ".join(link((host, check), check) for check in faulted) + "</li>"
+            )
+    known = [check for check in checks if any(c.outcome is Outcome.XFAIL for h in hosts for c in grid.get((h, check), ()))]
+    if known:
+        lines.append(
+            "<li class=\"o-xfail-edge\">known bug still failing as expected: "
+            + ", ".join(_e(check) for check in known) + "</li>"
+        )
+    if not lines:
+        return ""
+    return "<section id=\"glance\"><h2>What needs a look</h2><ul class=\"glance\">" + "".join(lines) + "</ul></section>\n"
 
 
 def _matrix(
@@ -355,7 +395,7 @@ def _chart(title: str, points: Sequence[TrendPoint], kind: str, current: str, no
         )
     if points and last is None:
         svg.append(
-            f"<text class=\"axis none\" x=\"{_LEFT + width / 2:.1f}\" y=\"{_TOP + height / 2:.1f}\" "
+            f"<text class=\"axis none\" x=\"{_LEFT + width / 2:.1f}\" y=\"{y(0.75) + 4:.1f}\" "
             "text-anchor=\"middle\">no verdict on the code in these runs</text>"
         )
     svg.append("</svg>")
@@ -512,7 +552,7 @@ svg.env-fault .point{fill:#9aa5b1}svg.env-fault .point.bad{fill:#c98600}
 svg .point.current{stroke:var(--ink);stroke-width:1.5}
 svg .gap{fill:#cfd6de}svg .none{font-size:11px;fill:#8a96a3}
 figure.trend .note{margin:0 0 4px;font-size:11px;color:var(--muted);max-width:290px}svg .last{font-size:12px;font-weight:600;fill:var(--ink)}
-article.detail{background:#fff;border:1px solid var(--line);border-left-width:6px;border-radius:6px;padding:2px 14px 8px;margin:0 0 10px}
+:where(article.detail){background:#fff;border:1px solid var(--line);border-left-width:6px;border-radius:6px;padding:2px 14px 8px;margin:0 0 10px}
 article.detail:target{box-shadow:0 0 0 3px #2962ff}
 .o-pass-edge{border-left-color:#2e7d32}.o-fail-edge{border-left-color:var(--fail)}.o-env_fault-edge{border-left-color:var(--env)}
 .o-error-edge{border-left-color:var(--error)}.o-xfail-edge{border-left-color:#7986cb}.o-xpass-edge{border-left-color:var(--xpass)}
@@ -524,5 +564,7 @@ ol.cases{margin:0;padding-left:22px}ol.cases li{margin:4px 0}
 .message{margin:4px 0;white-space:pre-wrap;word-break:break-word}
 pre.evidence{margin:4px 0;padding:6px 8px;background:#f3f5f8;border-radius:4px;font-size:12px;white-space:pre-wrap;word-break:break-all}
 .empty{color:var(--muted)}
+ul.glance{list-style:none;margin:0;padding:0;display:grid;gap:4px}
+:where(ul.glance li){background:#fff;border:1px solid var(--line);border-left-width:5px;border-radius:4px;padding:3px 10px}
 footer{margin-top:28px;color:var(--muted);font-size:12px}
 """
