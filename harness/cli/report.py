@@ -57,13 +57,15 @@ def report_command(
 def _read(url: str, masker, run_id: str | None, last: int):
     """The chosen run, the trend window (newest first, ending at the run) and their cases."""
     try:
-        from harness.history.store import History  # SQLAlchemy and a driver only for this command
+        from harness.history.store import History, HistoryError  # SQLAlchemy and a driver only for this command
     except ImportError as exc:
         raise usage_error(f"--history: the history store cannot be loaded ({exc}): reinstall tt-harness")
 
     shown = masker.text(url)
     try:
         store = History.open(url)
+    except HistoryError as exc:  # already one line naming the history, password hidden
+        raise usage_error(f"harness: {masker.text(_reason(exc))}")
     except Exception as exc:  # noqa: BLE001  any way a history fails to open is bad input here
         raise usage_error(f"--history {shown}: cannot open: {masker.text(_reason(exc))}")
     try:
@@ -85,6 +87,8 @@ def _read(url: str, masker, run_id: str | None, last: int):
         cases = store.cases([r.run_id for r in window])
     except typer.Exit:
         raise
+    except HistoryError as exc:
+        raise usage_error(f"harness: {masker.text(_reason(exc))}")
     except Exception as exc:  # noqa: BLE001  a history that cannot be read is reported, never a traceback
         raise usage_error(f"--history {shown}: cannot read: {masker.text(_reason(exc))}")
     finally:

@@ -269,7 +269,7 @@ def _matrix(
     if not hosts:
         out.append("<p class=\"empty\">This run recorded no cases.</p>\n</section>\n")
         return "".join(out)
-    out.append("<table class=\"matrix\">\n<thead><tr><th class=\"corner\">host</th>")
+    out.append("<div class=\"scroll\"><table class=\"matrix\">\n<thead><tr><th class=\"corner\">host</th>")
     out.extend(f"<th scope=\"col\" class=\"check\">{_e(check)}</th>" for check in checks)
     out.append("</tr></thead>\n<tbody>\n")
     boards: dict[str, set[str]] = defaultdict(set)
@@ -295,7 +295,7 @@ def _matrix(
                 f"<a href=\"#{anchors[host, check]}\" title=\"{_e(tip, MAX_MESSAGE)}\">{_e(word)}</a></td>"
             )
         out.append("</tr>\n")
-    out.append("</tbody>\n</table>\n<ul class=\"legend\">")
+    out.append("</tbody>\n</table></div>\n<ul class=\"legend\">")
     out.extend(
         f"<li><span class=\"swatch o-{outcome.value}\">{_e(word)}</span> {_e(meaning)}</li>"
         for outcome, word, meaning in LEGEND
@@ -339,7 +339,7 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 36, 46, 10, 22
 
 
 def _chart(title: str, points: Sequence[TrendPoint], kind: str, current: str, note: str = "") -> str:
-    """A small line plot of ``points`` (0..100 %), gaps where a run said nothing; the report's
+    """A small line plot of ``points`` (0..100 %), a gap marker where a run said nothing; the report's
     own run is ringed. Each point carries its run and meaning as an SVG <title> (hover text)."""
     width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
     n = len(points)
@@ -360,18 +360,11 @@ def _chart(title: str, points: Sequence[TrendPoint], kind: str, current: str, no
             f"<line class=\"grid\" x1=\"{_LEFT}\" x2=\"{_W - _RIGHT}\" y1=\"{y(level):.1f}\" y2=\"{y(level):.1f}\"/>"
             f"<text class=\"axis\" x=\"{_LEFT - 5}\" y=\"{y(level) + 4:.1f}\" text-anchor=\"end\">{level:.0%}</text>"
         )
-    segment: list[str] = []
-    segments = []
-    for i, point in enumerate(points):
-        if point.value is None:
-            if segment:
-                segments.append(segment)
-            segment = []
-        else:
-            segment.append(f"{x(i):.1f},{y(point.value):.1f}")
-    if segment:
-        segments.append(segment)
-    svg.extend(f"<polyline class=\"line\" points=\"{' '.join(s)}\"/>" for s in segments if len(s) > 1)
+    # One line through every run that said something: a run without a verdict (a gap marker on
+    # the axis) is no data, not a zero, so the line bridges it.
+    valued = [f"{x(i):.1f},{y(p.value):.1f}" for i, p in enumerate(points) if p.value is not None]
+    if len(valued) > 1:
+        svg.append(f"<polyline class=\"line\" points=\"{' '.join(valued)}\"/>")
     for i, point in enumerate(points):
         tip = f"run {_e(point.run_id)} ({_e(point.started)}): {_e(point.label)}"
         if point.value is None:
@@ -525,9 +518,10 @@ code{font:12px/1.4 ui-monospace,"DejaVu Sans Mono",monospace;background:#eef1f5;
 .badge.stand-in{background:#8d6e63;color:#fff}
 table.matrix{border-collapse:separate;border-spacing:4px;background:#fff;border:1px solid var(--line);border-radius:8px;padding:6px}
 .matrix th{font-weight:600;text-align:left;padding:6px 10px;vertical-align:bottom}
-.matrix th.check{max-width:170px;font-size:12px;word-break:break-word}
+.scroll{overflow-x:auto;max-width:100%}
+.matrix th.check{font-size:12px;overflow-wrap:break-word}
 .matrix th.host{white-space:nowrap;vertical-align:middle}.matrix th.host small{color:var(--muted);font-weight:400}
-td.cell{padding:0;border-radius:6px;min-width:120px;text-align:center}
+td.cell{padding:0;border-radius:6px;min-width:104px;text-align:center}
 td.cell a,td.cell span{display:block;padding:12px 10px;color:inherit;text-decoration:none;font-weight:600;font-size:13px}
 td.cell a:hover{outline:2px solid var(--ink);outline-offset:-2px;border-radius:6px}
 .o-pass{background:var(--pass);color:var(--pass-ink)}
