@@ -233,3 +233,12 @@ def test_what_needs_a_look_names_real_failures_by_check_and_env_faults_by_host(e
         "layernorm-bw-small-shapes, layernorm-bw-small-shapes-mis-mounted",
         "known bug still failing as expected: layernorm-bw-bugrepro",
     ]
+
+
+def test_a_log_folder_is_linked_as_the_folder_of_every_attempt_s_logs():
+    """The run recorder keeps `<run>/<host>/<check>`: the folder with each attempt's logs."""
+    run = RunInfo("r1", "nightly", "2026-11-24T02:00:00Z")
+    cases = [CaseRecord("r1", "nightly", "device-smoke", "DeviceSmoke.OpenCloseDevice", "h", Outcome.PASS,
+                        log="r1/h/device-smoke")]
+    (link,) = find(parse(render_report(run, cases, [run], cases)), "a", "log")
+    assert (link.attrs["href"], link.text) == ("./r1/h/device-smoke", "logs/")

@@ -451,7 +451,10 @@ def _case(case: CaseRecord, log_base: str, show_message: bool = True) -> str:
         f"<span class=\"case-name\">{_e(case.case)}</span> <small>{' · '.join(facts)}</small>"
     ]
     if case.log:
-        out.append(f" <a class=\"log\" href=\"{_e(_log_href(log_base, case.log), MAX_PATH * 4)}\">log</a>")
+        # The recorder keeps a check's log folder (every attempt's output); a file path is one log.
+        name = case.log.rstrip("/").rsplit("/", 1)[-1]
+        label = "log" if "." in name else "logs/"
+        out.append(f" <a class=\"log\" href=\"{_e(_log_href(log_base, case.log), MAX_PATH * 4)}\">{label}</a>")
     if case.message and show_message:
         out.append(f"<p class=\"message\">{_e(case.message, MAX_MESSAGE)}</p>")
     if case.evidence:
