@@ -136,7 +136,15 @@ def test_the_default_history_is_taken_from_the_environment(recorded, tmp_path):
 
 
 @needs_store
-def test_an_empty_history_and_a_file_that_is_no_history_are_exit_2(tmp_path):
+def test_a_missing_an_empty_history_and_a_file_that_is_no_history_are_exit_2(tmp_path):
+    from harness.history.store import History
+
+    missing = tmp_path / "missing.sqlite"
+    result = report("--html", tmp_path / "r.html", "--history", missing)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"--history {missing}: no history there yet (`harness run --history` records runs)"
+    assert not missing.exists()  # a report reads a history, it never creates one
+    History.open(str(tmp_path / "empty.sqlite")).close()
     result = report("--html", tmp_path / "r.html", "--history", tmp_path / "empty.sqlite")
     assert result.exit_code == 2 and "no runs recorded yet" in result.stderr
     junk = tmp_path / "junk.sqlite"

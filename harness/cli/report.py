@@ -32,6 +32,7 @@ def report_command(
     from harness.core.files import OutputError, check_output
     from harness.core.historyurl import default_history_url
     from harness.core.report_html import render_report
+
     try:
         check_output(html, "--html")
     except OutputError as exc:
@@ -62,6 +63,9 @@ def _read(url: str, masker, run_id: str | None, last: int):
         raise usage_error(f"--history: the history store cannot be loaded ({exc}): reinstall tt-harness")
 
     shown = masker.text(url)
+    if "://" not in url and not Path(url).expanduser().exists():
+        # Opening would create an empty history: a report only reads one.
+        raise usage_error(f"--history {shown}: no history there yet (`harness run --history` records runs)")
     try:
         store = History.open(url)
     except HistoryError as exc:  # already one line naming the history, password hidden
