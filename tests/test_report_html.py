@@ -8,6 +8,8 @@ import dataclasses
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.core.outcomes import Outcome
 from harness.core.records import CaseRecord, RunInfo
@@ -242,3 +244,35 @@ def test_a_log_folder_is_linked_as_the_folder_of_every_attempt_s_logs():
                         log="r1/h/device-smoke")]
     (link,) = find(parse(render_report(run, cases, [run], cases)), "a", "log")
     assert (link.attrs["href"], link.text) == ("./r1/h/device-smoke", "logs/")
+
+
+ALLOWED_TAGS = {
+    "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "span", "p", "b", "code",
+    "section", "table", "thead", "tbody", "tr", "th", "td", "a", "br", "small", "ul", "li", "ol", "pre",
+    "article", "footer", "div", "figure", "figcaption", "svg", "line", "text", "polyline", "circle",
+}
+
+
+# Markup's own characters, tags, comments, entities, NUL, a JS line separator and plain letters.
+PIECES = st.lists(st.sampled_from(
+    list("<>&\"'=/ ;:#\\\x00\u2028abcsript") + ["<script>", "</td>", "-->", "<!--", "]]>", "&amp;", "onload=", "javascript:"]
+), max_size=30)
+
+
+@given(
+    texts=st.lists(PIECES.map("".join), min_size=6, max_size=6),
+    outcome=st.sampled_from(list(Outcome)),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_string_from_a_run_stays_text(texts, outcome):
+    host, check, case, message, evidence, log = texts
+    category = "x" if outcome in (Outcome.ENV_FAULT, Outcome.ERROR) else None
+    run = RunInfo("r", "s", "2026-11-24T02:00:00Z", ref=texts[0])
+    record = CaseRecord("r", "j", check, case, host, outcome, category=category, message=message,
+                        evidence=(evidence,), log=log)
+    elements = parse(render_report(run, [record], [run], [record]))
+    assert {e.tag for e in elements} <= ALLOWED_TAGS
+    assert not any(k.startswith("on") for e in elements for k in e.attrs)
+    (cell,) = matrix_cells(elements).values()
+    assert cell.attrs["data-host"] == host.replace("\x00", "\ufffd") and cell.attrs["data-check"] == check.replace("\x00", "\ufffd")
+    assert all(e.attrs["href"].startswith(("#", "./", "file:///")) for e in elements if "href" in e.attrs)
