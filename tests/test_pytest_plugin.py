@@ -155,10 +155,11 @@ def test_the_ini_option_enables_it(pytester):
     result.stdout.fnmatch_lines(["*tt-harness: environment faults*", "ERROR test_one.py::test_open environment/device-missing: *"])
 
 
-def test_without_junitxml_and_with_xdist_style_reruns_nothing_breaks(pytester):
+def test_without_junitxml_the_terminal_still_says_it(pytester):
     pytester.makepyfile(test_one=f"def test_open():\n    raise RuntimeError({NO_CHIPS!r})\n")
-    result = pytester.runpytest("--tt-harness", "-p", "no:cacheprovider")
+    result = pytester.runpytest("--tt-harness", "-p", "no:junitxml")
     result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["ERROR test_one.py::test_open environment/device-missing: *metal-no-chips*"])
 
 
 def test_the_plugin_loads_neither_docker_nor_paramiko(pytester):
