@@ -60,7 +60,7 @@ HOLDER = textwrap.dedent("""
 def start_holder(out: Path, mode: str = "hold") -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(out), JOB_NAME, mode], cwd=REPO,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() in ("held", "") or mode == "fork"
+    assert proc.stdout.readline().strip() == "held"
     return proc
 
 
@@ -326,3 +326,22 @@ def test_keep_and_lock_wait_are_validated(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     result = harness_run(tmp_path / "out", "--lock-wait", "-1")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_ctrl_c_while_waiting_for_the_lock_exits_130_without_a_traceback(tmp_path):
+    out = tmp_path / "out"
+    holder = start_holder(out)
+    try:
+        arrival = subprocess.Popen(
+            [sys.executable, "-m", "harness", "run", str(JOB), "--out", str(out), "--lock-wait", "60"],
+            cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        assert "waiting up to 60 s" in arrival.stderr.readline()
+        arrival.send_signal(signal.SIGINT)
+        _, rest = arrival.communicate(timeout=30)
+        assert arrival.returncode == 130, rest
+        assert "interrupted while waiting for the run lock; nothing ran" in rest and "Traceback" not in rest
+        assert the_runs(out) == []
+    finally:
+        holder.kill()
+        holder.wait()
