@@ -172,16 +172,16 @@ class _Classifier:
 
 
 def _failure_text(report) -> str:
-    """What the classifier reads: the exception as pytest shows it, without its source lines,
-    then the test's captured output (every phase so far)."""
-    longrepr = report.longrepr
+    """What the classifier reads, in the order it happened: the test's captured output (every
+    phase so far), then the exception as pytest shows it, without its source lines. The order
+    matters: a UMD wait (``Waiting for lock ...``) followed by the failure is a wait that ended,
+    one the test never got past is the environment's."""
+    parts = [f"----- {title} -----\n{content}" for title, content in report.sections
+             if title.startswith("Captured ")]
     text = report.longreprtext
-    if hasattr(longrepr, "reprtraceback") or hasattr(longrepr, "chain"):
+    if hasattr(report.longrepr, "reprtraceback") or hasattr(report.longrepr, "chain"):
         text = "\n".join(line for line in text.splitlines() if not _SOURCE_LINE.match(line))
-    parts = [text]
-    for title, content in report.sections:
-        if title.startswith("Captured "):
-            parts.append(f"----- {title} -----\n{content}")
+    parts.append(text)
     return "\n".join(parts)
 
 
