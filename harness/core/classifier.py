@@ -145,7 +145,7 @@ class _Marker(enum.Enum):
     # a line that quotes values being compared, not something that happened: pytest's assertion
     # rewriting (its echo of the source, `assert` lines and their diffs) and gtest's values
     QUOTED = (
-        r"^>   |^E {3,}(?:AssertionError: )?assert |^E {5,}[-+?] |^E {3,}\+  where "
+        r"^>   |^(?:E {3,})?(?:AssertionError: )?assert |^E {5,}[-+?] |^E {3,}\+  where "
         r"|^(?:FAILED|ERROR) \S+ - (?:AssertionError: )?assert "
         r"|^\s*(?:Value of: |Expected: |Actual: |Which is: |To be equal to: )"
     )
