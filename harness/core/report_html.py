@@ -165,7 +165,9 @@ def render_report(
     grid: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
     for case in cases:
         grid[case.host, case.check].append(case)
-    anchors = {key: f"cell-{hosts.index(key[0])}-{checks.index(key[1])}" for key in grid}
+    host_index = {host: i for i, host in enumerate(hosts)}
+    check_index = {check: i for i, check in enumerate(checks)}
+    anchors = {(h, c): f"cell-{host_index[h]}-{check_index[c]}" for h, c in grid}
 
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
