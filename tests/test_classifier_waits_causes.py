@@ -127,3 +127,39 @@ def test_classify_cli_takes_the_exit_code(tmp_path):
     assert failed.returncode == 1 and "no verdict in log" in failed.stdout and "the step exited 3" in failed.stdout
     assert plain.returncode == 1 and "no verdict in log" in plain.stdout
     assert run("--exit-code", "-1").returncode == 2
+
+
+# -- look-alikes: quoted values are not events ------------------------------------------------
+
+
+def test_a_test_comparing_an_environment_string_is_a_real_failure():
+    pytest_failure = [
+        "=================================== FAILURES ===================================",
+        "__________________________ test_summary_names_missing_card __________________________",
+        '>       assert summary.headline == "No chips detected in the cluster"',
+        "E       AssertionError: assert 'TT_FATAL @ tt_cluster.cpp:129: num_chips > 0' == 'No chips detected in the cluster'",
+        "E         - No chips detected in the cluster",
+        "E         + TT_FATAL @ tt_cluster.cpp:129: num_chips > 0",
+        "FAILED tests/test_log.py::test_summary_names_missing_card - AssertionError: assert 'TT_FATAL @ tt_cluster.cpp:129: num_chips > 0' == 'x'",
+        "========================= 1 failed, 8 passed in 0.21s ==========================",
+    ]
+    assert classify_log(pytest_failure).outcome is Outcome.FAIL
+    assert classify_log(pytest_failure[-2:]).outcome is Outcome.FAIL  # --tb=no: the summary line alone
+    gtest_failure = [
+        RUN, "log_test.cpp:12: Failure", "Expected equality of these values:", "  summary.headline",
+        '    Which is: "No chips detected in the cluster"', '  "TT_FATAL"',
+        "[  FAILED  ] LayerNormBackwardOpTest.MetalLayerNormBw_OneTile (1 ms)",
+    ]
+    assert classify_log(gtest_failure).outcome is Outcome.FAIL
+
+
+def test_an_exception_carrying_an_environment_string_is_still_the_environment():
+    lines = [
+        "=================================== FAILURES ===================================",
+        "__________________________ test_open_device __________________________",
+        "E       RuntimeError: TT_FATAL @ /project/tt_metal/llrt/tt_cluster.cpp:129: num_chips > 0",
+        "E       info:",
+        "E       No chips detected in the cluster",
+        "FAILED tests/test_open.py::test_open_device - RuntimeError: TT_FATAL @ /project/tt_metal/llrt/tt_cluster.cpp:129: num_chips > 0",
+    ]
+    assert classify_log(lines).category is EnvCategory.DEVICE_MISSING

@@ -136,8 +136,19 @@ class _Marker(enum.Enum):
     PY_RESULT = r"^(?P<name>\S+::\S+) (?P<result>PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b"
     PY_SHORT = r"^(?P<result>FAILED|ERROR) (?P<name>\S+)(?: - (?P<msg>.*))?$"
     PY_PASSED = r"^=*\s*(?P<counts>(?:\d+ \w+, )*\d+ passed(?:, \d+ \w+)*) in \d+(?:\.\d+)?s\b"
-    # the run was killed: bash's job report, coreutils timeout --verbose (never decides alone)
-    KILLED = r"^(?:\S+: line \d+: +\d+ )?(?:Terminated|Killed)\b|^timeout: sending signal (?:TERM|KILL) to command"
+    # the run was killed: bash's job report, coreutils timeout --verbose, a cancelled CI job
+    # (never decides alone)
+    KILLED = (
+        r"^(?:\S+: line \d+: +\d+ )?(?:Terminated|Killed)\b|^timeout: sending signal (?:TERM|KILL) to command"
+        r"|##\[error\]The operation was canceled\."
+    )
+    # a line that quotes values being compared, not something that happened: pytest's assertion
+    # rewriting (its echo of the source, `assert` lines and their diffs) and gtest's values
+    QUOTED = (
+        r"^>   |^(?:E {3,})?(?:AssertionError: )?assert |^E {5,}[-+?] |^E {3,}\+  where "
+        r"|^(?:FAILED|ERROR) \S+ - (?:AssertionError: )?assert "
+        r"|^\s*(?:Value of: |Expected: |Actual: |Which is: |To be equal to: )"
+    )
 
 
 _FAILURE_TEXT = frozenset(
@@ -177,12 +188,23 @@ class _Unit:
     failure: list[Evidence] = field(default_factory=list)
     where: str | None = None  # gtest fixture stage or pytest phase the failure happened in
     waiting: _Hit | None = None  # a wait (for a lock, a link) nothing after it has shown to end
+    crash_cause: _Hit | None = None  # a warning that explains a crash after it (explains_crash)
+    crashed_after_cause: bool = False  # its only failure text is a crash after that warning
 
-    def add(self, evidence: Evidence, hit: _Hit | None, failure_text: bool) -> None:
+    def add(self, evidence: Evidence, hit: _Hit | None, markers: dict) -> None:
+        failure_text = any(marker in _FAILURE_TEXT for marker in markers)
         if hit is not None and hit.signature.fatal and len(self.fatal) < _PER_TEST:
             self.fatal.append(hit)
-        if failure_text and len(self.failure) < _PER_TEST:
-            self.failure.append(evidence)
+        if failure_text:
+            # a crash right after a warning that explains it (a failed hugepage mapping) is that
+            # warning's fault; any other failure text first makes it a failure like any other
+            self.crashed_after_cause = (
+                self.crash_cause is not None and _Marker.CRASH in markers and (self.crashed_after_cause or not self.failure)
+            )
+            if len(self.failure) < _PER_TEST:
+                self.failure.append(evidence)
+        if hit is not None and hit.signature.explains_crash and self.crash_cause is None and not self.failure:
+            self.crash_cause = hit
         if hit is not None and hit.signature.wait:
             self.waiting = hit
         elif failure_text or (hit is not None and hit.signature.fatal):
@@ -196,6 +218,11 @@ class _Unit:
             return _env_verdict(self.fatal, f"{subject}failed{stage} with an environment fault", causes)
         if self.waiting is not None:
             return _still_waiting(self.waiting, f"{subject}failed{stage}")
+        if self.crashed_after_cause and self.crash_cause is not None:
+            cause = self.crash_cause
+            category = cause.signature.category
+            message = f"{subject}crashed{stage} after an environment fault ({category}): {cause.matched} [{cause.signature.id}]"
+            return Verdict.env_fault(category, message, [cause.evidence, *self.failure][:MAX_EVIDENCE])
         evidence = self.failure + ([closing] if closing else [])
         first = self.failure[0].text if self.failure else "no assertion or crash text found"
         return Verdict(Outcome.FAIL, message=f"{subject}failed{stage}: {first}", evidence=tuple(evidence[:MAX_EVIDENCE]))
@@ -260,8 +287,11 @@ def _clip(text: str) -> str:
 
 def _read_line(number: int, text: str, matches: list) -> tuple[Evidence, _Hit | None, dict]:
     """Evidence for one line, the signature naming it (the first fatal one in catalog order,
-    else the first warning), and the runner markers it matched."""
-    signatures = [(key, match) for key, match in matches if isinstance(key, Signature)]
+    else the first warning), and the runner markers it matched. A line quoting the values of a
+    failed comparison names no signature: a test expecting "No chips detected" is not a host
+    without chips."""
+    quoted = any(key is _Marker.QUOTED for key, _ in matches)
+    signatures = [] if quoted else [(key, match) for key, match in matches if isinstance(key, Signature)]
     named = next(((s, m) for s, m in signatures if s.fatal), signatures[0] if signatures else None)
     evidence = Evidence(number, _clip(text), named[0].id if named else None)
     hit = _Hit(evidence, named[0], _clip(named[1].group())) if named else None
@@ -283,7 +313,7 @@ def classify_case(failure_text: str, catalog: Catalog | None = None, first_line:
     first_text: Evidence | None = None
     for offset, line in enumerate(failure_text.split("\n")):
         evidence, hit, markers = _read_line(first_line + offset, line.rstrip("\r"), patterns.match(line))
-        unit.add(evidence, hit, any(marker in _FAILURE_TEXT for marker in markers))
+        unit.add(evidence, hit, markers)
         _note_cause(causes, hit)
         if hit is not None and not hit.signature.fatal and len(context) < _PER_TEST:
             context.append(evidence)
@@ -345,7 +375,7 @@ class _LogJudge:
         _note_cause(self.causes, hit)
         self._boundaries(markers, evidence, hit)
         unit = self.test or self.process
-        unit.add(evidence, hit, any(marker in _FAILURE_TEXT for marker in markers))
+        unit.add(evidence, hit, markers)
         thrown = markers.get(_Marker.THROWN_IN)
         if thrown and unit.where is None:
             unit.where = thrown.group("where")

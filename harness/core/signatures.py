@@ -8,7 +8,9 @@ progress line printed while waiting for a device lock or a link, context unless 
 still waiting), ``pattern`` (a Python regex), ``source`` (where the verbatim string comes from)
 and ``example`` (the verbatim string itself; the loader checks that the pattern matches it).
 Optional ``symptom_of`` lists the categories of causes the fatal string is a symptom of: when an
-earlier line names one of them, the verdict follows that cause.
+earlier line names one of them, the verdict follows that cause. Optional ``explains_crash``
+(warnings only) marks a warning that is a failure in itself (a hugepage mapping that failed):
+a crash that follows it in the same test, with no other failure between, is its fault.
 
 Matching many regexes against multi-GB logs is done by :class:`PatternSet`: every pattern
 must contain a literal of at least :data:`MIN_ANCHOR` characters that any match includes
@@ -66,6 +68,7 @@ class Signature:
     example: str
     where: str = ""  # path:line of the entry in the catalog, for messages
     symptom_of: tuple[EnvCategory, ...] = ()  # causes an earlier line may name, most specific first
+    explains_crash: bool = False  # a warning that makes a crash after it an env fault
 
     @property
     def fatal(self) -> bool:
@@ -130,7 +133,7 @@ def load_catalog(path: str | Path) -> Catalog:
 
 
 def _entry(node: Node) -> Signature:
-    fields = Fields(node, "signature", required=_ENTRY_KEYS, optional=("symptom_of",))
+    fields = Fields(node, "signature", required=_ENTRY_KEYS, optional=("symptom_of", "explains_crash"))
     id_node = fields.req("id")
     signature_id = id_node.as_str("signature id")
     if not SLUG.match(signature_id):
@@ -154,6 +157,11 @@ def _entry(node: Node) -> Signature:
         symptom_of = tuple(EnvCategory(item.as_choice("each item of symptom_of", choices)) for item in causes.as_list("symptom_of"))
         if severity is not Severity.FATAL:
             raise causes.fail("symptom_of is for fatal entries: a warning or a wait never decides")
+    explains_crash = False
+    if (explains := fields.opt("explains_crash")) is not None:
+        explains_crash = explains.as_bool("explains_crash")
+        if explains_crash and severity is not Severity.WARNING:
+            raise explains.fail("explains_crash is for warnings: a fatal entry decides by itself")
     return Signature(
         id=signature_id,
         category=category,
@@ -163,6 +171,7 @@ def _entry(node: Node) -> Signature:
         example=example,
         where=f"{node.path}:{node.line}",
         symptom_of=symptom_of,
+        explains_crash=explains_crash,
     )
 
 
