@@ -251,10 +251,10 @@ FLASH_ETH_INCOMPLETE = lines(
 @pytest.mark.parametrize(
     "log, category, signature",
     [
-        (SMI_RESET_ARC_TIMEOUT, EnvCategory.DEVICE_HANG, "smi-reinit-failed"),
-        (FLASH_ARC_TIMEOUT, EnvCategory.DEVICE_HANG, "luwen-init-arc-incomplete"),
-        (FLASH_ARC_STUCK, EnvCategory.DEVICE_HANG, "luwen-init-arc-incomplete"),
-        (SMI_RESET_ABORTED, EnvCategory.DEVICE_HANG, "smi-reinit-failed"),
+        (SMI_RESET_ARC_TIMEOUT, EnvCategory.FIRMWARE, "luwen-init-arc-incomplete"),
+        (FLASH_ARC_TIMEOUT, EnvCategory.FIRMWARE, "luwen-init-arc-incomplete"),
+        (FLASH_ARC_STUCK, EnvCategory.FIRMWARE, "luwen-init-arc-incomplete"),
+        (SMI_RESET_ABORTED, EnvCategory.DEVICE_HANG, "luwen-chip-init-failed"),
         (FLASH_ETH_TIMEOUT, EnvCategory.ETH_LINK, "luwen-init-eth-timeout"),
         (FLASH_ETH_INCOMPLETE, EnvCategory.ETH_LINK, "luwen-eth-training-incomplete"),
     ],
@@ -277,31 +277,34 @@ ARC_TIMEOUT = "Timed out after waiting 1000 ms for ARC to respond. Message code 
 
 def test_the_arc_timeout_names_a_line_it_shares_with_tt_smis_detect_error():
     one_line = '{"tool": "tt-smi", "stdout": " Error in detecting devices!\\n' + ARC_TIMEOUT + '\\n Exiting..."}'
-    ids = [s.id for s in CATALOG.match_line(one_line) if s.fatal]
-    assert ids == ["umd-arc-message-timeout", "smi-detect-error"]
+    ids = [s.id for s in CATALOG.match_line(one_line)]
+    assert ids == ["umd-arc-message-timeout", "smi-detect-error"]  # catalog order: the cause first
     env_fault([one_line], EnvCategory.DEVICE_HANG, "umd-arc-message-timeout")
     # as tt-smi prints it (tt_smi.py main: print(RED, f"Error in detecting devices!\n{e}\n Exiting...", ENDC))
     printed = f"{E}[91m Error in detecting devices!\n{ARC_TIMEOUT}\n Exiting... {E}[0m".split("\n")
-    assert classify_log(printed).category is EnvCategory.DEVICE_HANG
+    env_fault(printed, EnvCategory.DEVICE_HANG, "umd-arc-message-timeout")
 
 
-# A wrapper printed BEFORE a cause of another category: the classifier names a unit by its
-# first fatal line (symptom_of looks at earlier lines only), so the wrapper's category wins.
-# Strict xfail: when the classifier prefers the cause, these pass and the mark must go.
-@pytest.mark.xfail(strict=True, reason="a tool wrapper printed before its cause names the unit (first fatal line)")
+# tt-smi prints its wrapper BEFORE the cause ("Error in detecting devices!\n{e}"): the wrappers
+# are waits, so the cause on a later line decides, and with no catalogued cause after it the run
+# still ends an env fault of the wrapper's category.
 @pytest.mark.parametrize(
-    "log, category",
+    "log, category, signature",
     [
         (
             [" Error in detecting devices!", "Failed to open device /dev/tenstorrent/0: Permission denied", " Exiting..."],
             EnvCategory.DEVICE_MISSING,
+            "umd-open-device-failed",
         ),
-        ([" Error in detecting devices!", *FLASH_ETH_TIMEOUT[2:], " Exiting..."], EnvCategory.ETH_LINK),
+        ([" Error in detecting devices!", *FLASH_ETH_TIMEOUT[2:], " Exiting..."], EnvCategory.ETH_LINK, "luwen-init-eth-timeout"),
+        ([" Error in detecting devices!", "Something tt-smi has never said before", " Exiting..."], EnvCategory.DEVICE_HANG, "smi-detect-error"),
+        ([" Error when re-initializing chips!", " unexpected status 0x7", ""], EnvCategory.DEVICE_HANG, "smi-reinit-failed"),
     ],
-    ids=["open-denied", "eth-timeout"],
+    ids=["open-denied", "eth-timeout", "unknown-cause", "reinit-unknown-cause"],
 )
-def test_the_cause_after_a_wrapper_should_decide(log, category):
-    assert classify_log(log).category is category
+def test_the_cause_after_a_tt_smi_wrapper_decides(log, category, signature):
+    env_fault(log, category, signature)
+    assert classify_log(log, exit_code=1).category is category
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +331,7 @@ SMI_RESET_TIMEOUT = lines(
 # tt-tools-common check_driver_version (tuple comparison, current)
 SMI_KMD_TOO_OLD = lines(
     """
-    Current driver version: 1.29.0
+    Current driver version: 2.3.0
     Operation 'reset' requires Tenstorrent driver version 2.4.1 or greater. Your version is too old.
     Please update your driver using tt-kmd: https://github.com/tenstorrent/tt-kmd
     """
@@ -356,6 +359,12 @@ def test_a_reset_killed_while_the_board_has_not_reappeared_is_a_hang():
     assert (verdict.outcome, verdict.category) == (Outcome.ENV_FAULT, EnvCategory.DEVICE_HANG)
     assert "still waiting" in verdict.message and verdict.evidence[0].signature == "tools-reset-reappear-wait"
     assert classify_log(SMI_RESET_TIMEOUT[:4], exit_code=0).outcome is Outcome.PASS  # the reset went on
+
+
+def test_a_1x_kmd_refused_by_either_check_is_a_driver_fault():
+    # the old check's wording with a KMD that really is too old (1.23 < 1.26)
+    old = [" Current driver version: 1.23 ", " This script requires driver version to be greater than 1.26, not continuing with board reset "]
+    env_fault(old, EnvCategory.DRIVER_VERSION, "tools-kmd-1x-refused")
 
 
 def test_tt_smis_version_check_bug_is_not_a_driver_fault():
