@@ -513,11 +513,20 @@ TIS_NO_IMAGE = [
         ([TIS + "run_system_software_validation.py:73 - ERROR: tt-smi -s command timed out after 10 seconds"], EnvCategory.DEVICE_HANG, "tis-tt-smi-timeout"),
         ([TIS + "run_multihost_validation.py:360 - ERROR: ❌ TT device /dev/tenstorrent on wh-02: FAILED"], EnvCategory.DEVICE_MISSING, "tis-device-node-missing"),
         (["Traceback (most recent call last):", "RuntimeError: tt-smi command not found"], EnvCategory.DRIVER_MISSING, "tis-tt-smi-missing"),
+        # run_system_software_validation.py enforce_version_requirement / the topology check
+        (["Traceback (most recent call last):", "ValueError: FW bundle version '18.2.0' does not satisfy the STRICT requirement '>=18.6.0'. If you want to skip this check, re-run with --skip-system-sw-validation."], EnvCategory.FIRMWARE, "tis-version-requirement"),
+        (["Traceback (most recent call last):", "ValueError: KMD version '1.33.0' does not satisfy the STRICT requirement '>=2.0.0'. If you want to skip this check, re-run with --skip-system-sw-validation."], EnvCategory.DRIVER_VERSION, "tis-kmd-requirement"),
+        (["Traceback (most recent call last):", "ValueError: ModelSpec requires a system-level topology of SystemTopology.MESH, detected SystemTopology.ISOLATED"], EnvCategory.ETH_LINK, "tis-topology-requirement"),
     ],
-    ids=["image-missing", "odd-chip-count", "tt-smi-timeout", "device-node", "tt-smi-missing"],
+    ids=["image-missing", "odd-chip-count", "tt-smi-timeout", "device-node", "tt-smi-missing", "fw-requirement", "kmd-requirement", "topology"],
 )
 def test_tt_inference_server_faults(log, category, signature):
     env_fault(log, category, signature)
+
+
+def test_a_suggested_requirement_only_warns():
+    line = TIS + "run_system_software_validation.py:222 - WARNING: FW bundle version '18.2.0' does not satisfy the SUGGESTED requirement '>=18.6.0'. If you want to skip this check, re-run with --skip-system-sw-validation."
+    assert classify_log([line, TIS + "run.py:1205 - INFO: Completed run.py."]).outcome is Outcome.PASS
 
 
 def test_tt_inference_servers_own_verdict():
@@ -579,6 +588,8 @@ SYSFS_LINES = [
     "  what():  filesystem error: directory iterator cannot open directory: No such file or directory [/sys/bus/pci/slots]",
     "Failed to open config space for device 0 with error Permission denied (os error 13)",
     "Failed to write into device 0 config space[offset: 4, size: 2]; Failed with Nix error: EACCES: Permission denied",
+    # luwen DeviceInfo::pcie_link_width's unwrap of /sys/bus/pci/devices/<bdf>/current_link_width
+    "thread 'main' panicked at crates/luwen-api/src/interface.rs:94:14:",
 ]
 
 
@@ -610,6 +621,11 @@ def test_a_tests_own_permission_error_stays_a_real_failure(tmp_path):
 # Waits that never end
 
 ETH_WAIT = "[2;3;4;5;6;7;8;9;10;11;12;13;14;15]: [0, 0, 0, 0]: Waiting for initial training to complete"
+# tt-metal#6566 (a T3000 whose port 14 never trained; fixed by reseating cables)
+ETH_WAIT_2024 = [
+    "Waiting for ethernet ports to train on chip [1, 0, 0, 0].",
+    "[0; [1, 0, 0, 0]] Still waiting... {0: True, 1: True, 2: True, 3: True, 4: True, 5: True, 6: True, 7: True, 8: True, 9: True, 10: True, 11: True, 12: True, 13: True, 14: False, 15: True}",
+]
 UMD_ETH_WAIT = "2026-08-21 10:00:00.000 | debug    |             UMD | Waiting on ethernet link training on device: 0 (topology_discovery.cpp:607)"
 
 
@@ -620,13 +636,26 @@ UMD_ETH_WAIT = "2026-08-21 10:00:00.000 | debug    |             UMD | Waiting o
         ([" Detected Chips: 1", f" {E}[95m[240/300]{E}[94m\t [2/16] ETH: {E}[93m/{E}[0m", "Terminated"], EnvCategory.ETH_LINK, "tools-eth-detect-wait"),
         (["$ ./build/test/tt_metal/unit_tests_eth", UMD_ETH_WAIT, "timeout: sending signal TERM to command ‘unit_tests_eth’"], EnvCategory.ETH_LINK, "umd-eth-training-wait"),
         ([" Detected Chips: 1", " Detecting ARC: /", "Killed"], EnvCategory.DEVICE_HANG, "tools-arc-detect-wait"),
+        ([*ETH_WAIT_2024, "##[error]The operation was canceled."], EnvCategory.ETH_LINK, "luwen-eth-ports-wait"),
+        (["⠐ Detecting chips (found 12)", "⠖ Initializing Chip", "⠒ Initializing Chip", "Terminated"], EnvCategory.DEVICE_HANG, "luwen-chip-init-wait"),
     ],
-    ids=["luwen", "tt-tools-common-tty", "umd", "arc"],
+    ids=["luwen", "tt-tools-common-tty", "umd", "arc", "tt-metal#6566", "luwen-spinner"],
 )
 def test_a_run_killed_while_still_waiting_is_the_waits_fault(log, category, signature):
     verdict = classify_log(log)
     assert (verdict.outcome, verdict.category) == (Outcome.ENV_FAULT, category), verdict.message
     assert "still waiting" in verdict.message and verdict.evidence[0].signature == signature
+
+
+@pytest.mark.parametrize(
+    "line, signature",
+    [
+        ("Timed out after 300.000412s seconds while waiting for ethernet links to train.", "luwen-eth-train-timeout-panic"),
+        ("Device 3 timed out waiting for ethernet channel 7 to train", "umd-eth-channel-train-timeout"),
+    ],
+)
+def test_eth_training_that_gave_up_is_an_eth_link_fault(line, signature):
+    env_fault([*ETH_WAIT_2024, line], EnvCategory.ETH_LINK, signature)
 
 
 def test_a_wait_that_ended_decides_nothing():
