@@ -384,6 +384,7 @@ def test_tt_smis_version_check_bug_is_not_a_driver_fault():
 # ---------------------------------------------------------------------------------------------
 # tt-flash and tt-topology
 
+# tt-flash's stages and its "Error: {e}" (tt_flash/main.py), the refusal from flash.py
 FLASH_DOWNGRADE = lines(
     """
     Stage: SETUP
@@ -398,7 +399,8 @@ FLASH_DOWNGRADE = lines(
 FLASH_NO_DEVICES = ["Stage: SETUP", "Stage: DETECT", f"FLASH {E}[31mFAILED{E}[0m: No devices available to flash."]
 FLASH_ERRORS = ["\t\tFlashing devices, this might take a minute... ✓", "\t\tErrors detected during flash, skipping automatic reset...", f"FLASH {E}[31mFAILED{E}[0m"]
 
-# tt-topology -l mesh on an n300 LoudBox whose remote chips did not come back
+# tt-topology -l mesh on an n300 LoudBox whose remote chips did not come back (laid out from
+# tt_topology.py's own prints, tt-topology@47688f75)
 TOPOLOGY_BOARDS_MISSING = lines(
     """
      Starting flash on pcie chips to default state. 
@@ -443,6 +445,7 @@ def test_tt_flash_success_and_look_alikes():
 # ---------------------------------------------------------------------------------------------
 # tt-kmd's installer: dkms and modprobe
 
+# dkms's own wording (public dkms logs of other modules show the same lines), tt-kmd's module name
 DKMS_BUILD_FAILED = lines(
     """
     $ sudo dkms install tenstorrent/1.29
@@ -493,6 +496,7 @@ def test_installer_look_alikes_stay_real_failures():
 # tt-inference-server's workflows
 
 TIS = "2026-08-20 10:00:00,000 - "  # workflows/log_setup.py: "%(asctime)s - %(filename)s:%(lineno)d - %(levelname)s: %(message)s"
+# laid out from workflows/run_docker_server.py ensure_docker_image's log calls and run.py's assert
 TIS_NO_IMAGE = [
     TIS + "run_docker_server.py:160 - INFO: running: docker pull ghcr.io/tenstorrent/tt-inference-server/vllm-tt-metal-src-release-ubuntu-22.04-amd64:0.0.5",
     TIS + "run_docker_server.py:161 - INFO: this may take several minutes ...",
