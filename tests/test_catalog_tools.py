@@ -264,6 +264,12 @@ def test_luwen_chip_init_reports(log, category, signature):
     env_fault(log, category, signature)
 
 
+def test_a_report_whose_table_names_no_component_is_still_a_chip_that_did_not_come_up():
+    # Blackhole's CPU line carries no count luwen-init-* could name: the wrapper decides
+    log = ["Error: Chip initialization failed:", "   Communication Status: Success", "   CPU Status: Timeout", "   ARC Status: In Progress, 1 out of 1 initialized"]
+    env_fault(log, EnvCategory.DEVICE_HANG, "luwen-chip-init-report")
+
+
 def test_a_timed_out_status_line_with_everything_initialized_is_not_the_cause():
     for line in ("   DRAM Status: Timeout, 4 out of 4 initialized", "   Ethernet Status: Timeout, 16 out of 16 initialized"):
         assert not [s for s in CATALOG.match_line(line) if s.fatal]
@@ -344,7 +350,7 @@ SMI_KMD_TOO_OLD = lines(
         (SMI_OLD_FW, EnvCategory.FIRMWARE, "smi-fw-unsupported"),
         (SMI_RESET_TIMEOUT, EnvCategory.DEVICE_HANG, "tools-reset-failed"),
         (SMI_KMD_TOO_OLD, EnvCategory.DRIVER_VERSION, "tools-kmd-too-old"),
-        ([" Error in resetting galaxy 6u trays!", "Driver not loaded with 32 devices after 100 seconds... giving up", " Exiting..."], EnvCategory.DEVICE_HANG, "smi-galaxy-reset-failed"),
+        ([" Error in resetting galaxy 6u trays!", "Driver not loaded with 32 devices after 100 seconds... giving up", " Exiting..."], EnvCategory.DEVICE_HANG, "tools-reset-failed"),
         (["Device does not exist: /sys/bus/pci/devices/0000:05:00.0"], EnvCategory.DEVICE_MISSING, "smi-bdf-missing"),
     ],
     ids=["old-firmware", "reset-timeout", "kmd-too-old", "galaxy-reset", "bdf-missing"],
