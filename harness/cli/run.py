@@ -12,6 +12,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
+from harness.cli.history import HISTORY_OPTION_HELP, open_history
 from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resolve_inventory, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.files import OutputError, check_output, check_output_dir
@@ -33,6 +34,7 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also stream each check's own output as it runs (it is always in the logs)."),
     lease_wait: float = typer.Option(DEFAULT_LEASE_WAIT, "--lease-wait", min=0, help="Seconds a check waits for a card another run holds, then env_fault/device-busy."),
     quarantine_after: int = typer.Option(2, "--quarantine-after", min=1, help="Environment faults after which a host runs nothing more in this run."),
+    history_db: Optional[str] = typer.Option(None, "--history", metavar="DB", help=HISTORY_OPTION_HELP),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
@@ -54,6 +56,7 @@ def run(
         check_output_dir(out_dir, "--out")
         check_output(junit_path or out_dir / "junit.xml", "--junit")
         check_output(out_dir / "summary.json", "summary")
+        history = open_history(history_db)  # a bad --history is exit 2 before anything runs
         console = None if quiet else ConsoleProgress()
         say = console.say if console is not None else None
         with _cancelled_by_signals() as caught:
@@ -62,8 +65,9 @@ def run(
                 on_output=say if verbose else None, environ=dict(os.environ),
                 options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
                 listeners=() if console is None else (console,),
-                started_scheduler=caught.watch,
+                started_scheduler=caught.watch, history=history,
             )
+        history.close()
     except InputError as exc:
         raise fail_input(exc)
     except (ValueError, OutputError) as exc:  # a jump-host loop in the inventory; an output path
@@ -85,6 +89,10 @@ def run(
     typer.echo("")
     typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}  logs: {report.logs}/")
     sys.stdout.flush()
+    if report.history_error:  # the verdicts and the exit code stand; the history missed this run
+        typer.echo(f"harness: {report.history_error}", err=True)
+    else:
+        typer.echo(f"history: {report.history}")
     if caught.signal is not None:
         typer.echo(f"{job.name}: cancelled by {signal.Signals(caught.signal).name}; the report holds what finished", err=True)
         raise typer.Exit(128 + caught.signal)  # 130 for Ctrl-C, 143 for SIGTERM

@@ -39,6 +39,7 @@ from harness.core import junit
 from harness.core.events import (
     CheckFinished,
     CheckStarted,
+    ImageReady,
     CheckWaiting,
     Event,
     HostChecked,
@@ -263,6 +264,7 @@ class Scheduler:
                 )
                 state.properties["image.delivery"] = str(delivered.delivery)
                 state.properties["image.digest"] = delivered.digest
+            self.emit(ImageReady(host.name, built.tag, state.properties["image.digest"]))
             facts = state.report.facts
             context = HostContext(
                 name=host.name,
