@@ -1,0 +1,77 @@
+"""`harness run` records every case of the run into the history (on this machine, which has no
+card: every card check is an environment fault, which is what gets recorded)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import harness.cli  # noqa: F401  (registers the commands)
+from harness.cli.app import app
+from harness.cli.common import INVENTORY_ENV
+from harness.core.historyurl import HISTORY_ENV
+from harness.core.outcomes import Outcome
+from harness.history.store import History
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = REPO / "jobs" / "layernorm-bw.yaml"
+REF = "ivoitovych/layernorm-bw-nightly-test-failure-bug-report"  # the job's image.ref
+
+
+def test_a_run_is_recorded_with_its_context(history_url, tmp_path, monkeypatch):
+    monkeypatch.delenv(INVENTORY_ENV, raising=False)
+    result = CliRunner().invoke(app, ["run", str(JOB), "--out", str(tmp_path / "out"), "-q", "--history", history_url])
+    assert result.exit_code == 3, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["history"]["recorded"] is True and summary["history"]["error"] is None
+    with History.open(history_url) as history:
+        (run,) = history.runs()
+        assert (run.run_id, run.suite, run.exit_code, run.ref) == (summary["run_id"], "layernorm-bw", 3, REF)
+        assert run.started == summary["started"] and run.finished == summary["finished"]
+        cases = history.cases([run.run_id])
+    assert len(cases) == 3
+    assert {(c.check, c.outcome, c.category) for c in cases} == {
+        (name, Outcome.ENV_FAULT, "driver-missing")
+        for name in ("layernorm-bw-bugrepro", "layernorm-bw-nightly", "layernorm-bw-small-shapes")
+    }
+    assert {c.host for c in cases} == {summary["hosts"][0]["host"]}
+    assert all(c.ref == REF and c.job == "layernorm-bw" and c.message and c.evidence for c in cases)
+    assert f"history: {History.open(history_url).display}" in result.stdout
+
+    # the same run seen by `harness history`
+    shown = json.loads(CliRunner().invoke(app, ["history", "--json", "--history", history_url]).stdout)
+    assert shown["runs"] == 1 and {c["env_faults"] for c in shown["checks"]} == {1}
+
+
+def test_run_records_into_the_default_history(tmp_path, monkeypatch):
+    monkeypatch.delenv(INVENTORY_ENV, raising=False)
+    default = tmp_path / "data" / "history.sqlite"
+    monkeypatch.setenv(HISTORY_ENV, str(default))
+    result = CliRunner().invoke(app, ["run", str(JOB), "--out", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 3, result.output
+    with History.open(default) as history:
+        assert len(history.runs()) == 1
+
+
+def test_a_history_that_cannot_be_written_changes_no_verdict(tmp_path, monkeypatch):
+    """The database refuses the cases (a trigger standing in for a full disk or a revoked
+    grant): the run's verdicts and exit code stand; stderr and summary.json say what was lost."""
+    monkeypatch.delenv(INVENTORY_ENV, raising=False)
+    path = tmp_path / "history.sqlite"
+    History.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON cases BEGIN SELECT RAISE(ABORT, 'disk quota exceeded'); END")
+    result = CliRunner().invoke(app, ["run", str(JOB), "--out", str(tmp_path / "out"), "-q", "--history", str(path)])
+    assert result.exit_code == 3, result.output
+    assert "layernorm-bw: 3 env_fault" in result.stdout
+    (line,) = [l for l in result.stderr.splitlines() if "history" in l]
+    assert line.startswith("harness: run ") and "not recorded in history" in line and "disk quota exceeded" in line
+    assert "Traceback" not in result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["exit_code"] == 3 and summary["history"]["recorded"] is False
+    assert "disk quota exceeded" in summary["history"]["error"]
+    with History.open(path) as history:
+        assert history.count() == (0, 0)  # one transaction: nothing half-recorded
