@@ -75,3 +75,42 @@ def test_a_history_that_cannot_be_written_changes_no_verdict(tmp_path, monkeypat
     assert "disk quota exceeded" in summary["history"]["error"]
     with History.open(path) as history:
         assert history.count() == (0, 0)  # one transaction: nothing half-recorded
+
+
+def test_the_recorder_keeps_board_devices_image_and_masks_secrets(tmp_path):
+    """What a lab run's events carry (cards from CheckStarted, the image from ImageReady, the
+    board from the inventory) ends up in each row; a secret in a message is masked."""
+    from harness.core.events import CheckFinished, CheckStarted, ImageReady, RunFinished
+    from harness.core.inventory import load_inventory
+    from harness.core.outcomes import CaseResult, Evidence, Verdict
+    from harness.core.secretref import Masker
+    from harness.core.spec import load_job
+    from harness.orchestration.recorder import HistoryRecorder
+
+    inventory = tmp_path / "lab.yaml"
+    inventory.write_text(
+        "hosts:\n"
+        "  - {name: wh-01, transport: local, boards: [{type: n150, devices: [0]}, {type: p150, devices: [1]}]}\n"
+    )
+    job = load_job(JOB)
+    (host,) = load_inventory(inventory).hosts
+    path = tmp_path / "history.sqlite"
+    history = History.open(path)
+    recorder = HistoryRecorder(history, job, (host,), "run-1", "2026-11-24T08:00:00+00:00", Masker(["tok-123"]))
+    failed = Verdict(Outcome.FAIL, message="token tok-123 leaked", evidence=(Evidence(7, "ASSERT tok-123", None),))
+    recorder.on_event(ImageReady("wh-01", "tt-harness/layernorm-bw:abc", "sha256:feed"))
+    recorder.on_event(CheckStarted("wh-01", "layernorm-bw-nightly", (1,)))
+    recorder.on_event(CheckFinished("wh-01", "layernorm-bw-nightly", (
+        CaseResult("NIGHTLY_Random", "LayerNormBackwardOpTest", failed, duration=2.5, check="layernorm-bw-nightly"),
+    )))
+    recorder.on_event(CheckFinished("wh-01", "layernorm-bw-bugrepro", (), "retried on another host"))
+    recorder.on_event(RunFinished("run-1", 1, finished="2026-11-24T08:05:00+00:00"))
+    assert recorder.recorded and not recorder.error
+    (run,) = history.runs()
+    assert (run.image_digest, run.ref, run.finished, run.exit_code) == ("sha256:feed", REF, "2026-11-24T08:05:00+00:00", 1)
+    (case,) = history.cases(["run-1"])
+    assert (case.case, case.board, case.device, case.image_digest, case.ref) == (
+        "LayerNormBackwardOpTest.NIGHTLY_Random", "p150", "1", "sha256:feed", REF)
+    assert case.message == "token *** leaked" and case.evidence == ("7: ASSERT ***",)
+    assert case.log == "run-1/wh-01/layernorm-bw-nightly" and case.duration == 2.5
+    history.close()
