@@ -12,8 +12,10 @@ process exactly as a user runs it (interpreter start, imports, open, query, anal
 
 and in this process, the same queries without the interpreter's start. Baselines in the same
 run: ``SELECT COUNT(*) FROM cases`` on the same file (what any answer over the whole table
-costs at least), and ``harness --help`` in a fresh process (what any command costs at least).
-Figures are medians of ``--repeat``; the target is under 1 s for every command.
+costs at least), ``harness --help`` in a fresh process (what any command costs at least), and a
+fresh process importing the CLI and SQLAlchemy (what any command that opens a history costs).
+Figures are medians of ``--repeat``; the target is under 1 s for every command. On a shared,
+loaded machine read the ratios: the absolute times move with the load, the ratios much less.
 """
 
 from __future__ import annotations
@@ -87,14 +89,19 @@ def timed(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def command(args: list[str], repeat: int) -> float:
-    def once():
-        done = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO)
-        if done.returncode != 0:
-            raise SystemExit(f"`harness {' '.join(args)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-        return done.stdout
-
-    return timed(once, repeat)[0]
+def commands_timed(commands: list[list[str]], repeat: int) -> list[float]:
+    """Median wall time of each command in a fresh process. The commands take turns, round by
+    round, so a burst of load from the machine's other work hits all of them alike."""
+    times: list[list[float]] = [[] for _ in commands]
+    for _ in range(repeat):
+        for i, args in enumerate(commands):
+            start = time.perf_counter()
+            argv = [sys.executable, *args] if args[0] == "-c" else [sys.executable, "-m", "harness", *args]
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+            times[i].append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"`harness {' '.join(args)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
@@ -124,7 +131,6 @@ def main() -> None:
             return conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
 
     baseline_count, _ = timed(raw_count, opts.repeat)
-    baseline_help = command(["--help"], opts.repeat)
 
     def in_process(last, **kw):
         def run():
@@ -157,12 +163,17 @@ def main() -> None:
         commands.append(["report", "--history", str(db), "--html", str(folder / "report.html")])
     else:
         print("harness report: not in this checkout (or without --history/--html): not timed")
-    for args in commands:
-        rows.append(("harness " + " ".join(a if a != str(db) else "DB" for a in args), command(args, opts.repeat), ""))
+    baseline_help, baseline_sqlalchemy, *medians = commands_timed(
+        [["--help"], ["-c", "import harness.cli, sqlalchemy"], *commands], opts.repeat
+    )
+    for args, seconds in zip(commands, medians):
+        rows.append(("harness " + " ".join(a if a != str(db) else "DB" for a in args), seconds, ""))
 
     print()
     print(f"baseline: SELECT COUNT(*) FROM cases (sqlite3, in process): {baseline_count * 1000:.1f} ms")
     print(f"baseline: harness --help (fresh process): {baseline_help * 1000:.0f} ms")
+    print(f"baseline: import harness.cli, sqlalchemy (fresh process, what any history command loads): "
+          f"{baseline_sqlalchemy * 1000:.0f} ms")
     print()
     width = max(len(r[0]) for r in rows)
     print(f"{'what':<{width}}  {'median':>9}  {'/ COUNT(*)':>10}  {'/ --help':>8}  target < 1 s")

@@ -179,6 +179,8 @@ def test_history_cli_shows_tables_reds_and_attributions(history_url):
     by_host = json.loads(CliRunner().invoke(app, ["history", "--json", "--host", "wh-03", "--last", "3", "--history", history_url]).stdout)
     assert by_host["runs"] == 3 and [h["host"] for h in by_host["hosts"]] == ["wh-03"]
     assert by_host["hosts"][0]["env_fault_rate"] == 0.5 and by_host["hosts"][0]["categories"] == {"hugepages": 3}
+    none = CliRunner().invoke(app, ["history", "--check", "no-such-check", "--history", history_url])
+    assert none.exit_code == 0 and "no run with check no-such-check" in none.stdout
 
 
 def test_random_histories_never_crash_and_always_attribute_flaky_checks():

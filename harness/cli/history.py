@@ -60,14 +60,17 @@ def history_command(
     if as_json:
         print_json({"history": store.display, "last": last, "check": check, "host": host, **report.to_json()})
         return
-    typer.echo(render(report, store.display, last))
+    typer.echo(render(report, store.display, last, check=check, host=host))
 
 
-def render(report, display: str, last: int) -> str:
+def render(report, display: str, last: int, *, check: str | None = None, host: str | None = None) -> str:
     """The report for people: three tables and the attributions with their evidence."""
     from harness.core.matrix import render_table
 
     if not report.runs:
+        if check or host:
+            what = " and ".join(filter(None, (check and f"check {check}", host and f"host {host}")))
+            return f"history {display}: no run with {what}"
         return f"history {display}: no runs yet (harness run records every run here)"
     lines = [f"history {display}: {report.runs} run(s) (the last {last} asked), {report.first} .. {report.last}", ""]
     rows = [

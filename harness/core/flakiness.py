@@ -145,8 +145,8 @@ class HistoryReport:
     def to_json(self) -> dict:
         return {
             "runs": self.runs,
-            "first": self.first,
-            "last": self.last,
+            "oldest": self.first,  # the oldest and newest run's start in the window
+            "newest": self.last,
             "checks": [
                 {
                     "check": c.check, "runs": c.runs, "executions": c.executions, "pass_rate": _round(c.pass_rate),
