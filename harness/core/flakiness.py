@@ -190,7 +190,7 @@ def executions(runs: Sequence[RunInfo], cases: Iterable[CaseRecord]) -> list[Exe
             groups[(case.run_id, case.host, case.check)].append(case)
     found = []
     for (run_id, host, check), members in groups.items():
-        statuses = [_STATUS[Outcome(m.outcome)] for m in members]
+        statuses = [_STATUS[m.outcome] for m in members]  # Outcome is a str enum: "pass" finds PASS too
         status = min(statuses, key=_RANK.__getitem__)
         categories = tuple(sorted({m.category for m, s in zip(members, statuses) if s == status and m.category}))
         failed = tuple(m.case for m, s in zip(members, statuses) if s in RED | {ERROR})

@@ -168,11 +168,18 @@ class History:
                         select(*columns).where(c.run_id.in_(ids[start:start + CHUNK]))
                         .order_by(c.run_id, c.host, c.check_name, c.case_name)
                     )
-                    for r in conn.execute(query):
-                        found.append(CaseRecord(
-                            r[0], r[1], r[2], r[3], r[4], outcomes[r[5]], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-                            *((r[13], tuple(json.loads(r[14] or "[]")), r[15]) if details else ()),
-                        ))
+                    rows = conn.execute(query).all()  # one fetchall: row by row costs twice as much
+                    if details:
+                        found += [
+                            CaseRecord(r[0], r[1], r[2], r[3], r[4], outcomes[r[5]], r[6], r[7], r[8], r[9], r[10], r[11],
+                                       r[12], r[13], tuple(json.loads(r[14] or "[]")), r[15])
+                            for r in rows
+                        ]
+                    else:
+                        found += [
+                            CaseRecord(r[0], r[1], r[2], r[3], r[4], outcomes[r[5]], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
+                            for r in rows
+                        ]
             return found
 
         return self._retrying(read, "read cases")
