@@ -16,6 +16,7 @@ from harness.core.outcomes import EXIT_OK, EXIT_USAGE
 from harness.core.hostfacts import load_preflight_config
 from harness.core.profiles import default_boards, load_boards, load_profiles
 from harness.core.signatures import load_catalog
+from harness.core.summaries import load_summaries
 from harness.core.spec import load_job
 from harness.core.yamlnodes import load_file
 from harness.lab.faults import load_faults
@@ -51,6 +52,7 @@ KINDS: tuple[tuple[str, str, Callable[[Path], str]], ...] = (
     ("profiles", "a profile catalog", _named("profiles", load_profiles)),
     ("boards", "a board catalog", _named("boards", load_boards)),
     ("signatures", "a signature catalog", lambda path: f"signatures: {len(load_catalog(path).signatures)} entries"),
+    ("summaries", "a summary catalog", lambda path: f"summaries: {len(load_summaries(path))} entries"),
     ("faults", "a lab fault catalog", _named("lab faults", load_faults)),
     ("kmd_minimum", "preflight thresholds", _thresholds),
 )
