@@ -198,3 +198,15 @@ def test_random_histories_never_crash_and_always_attribute_flaky_checks():
         json.dumps(got.to_json())
         for a in got.attributions:
             assert a.cause in ("host", "regression", "test") and a.summary
+
+
+def test_env_faults_on_several_hosts_name_every_host_most_faults_first():
+    runs = [RunInfo(f"r{i}", "nightly", f"2026-11-01T00:0{i}:00+00:00") for i in reversed(range(6))]
+    rows = {"wh-01": "pppeee", "wh-02": "ppppep", "wh-03": "pppppp"}
+    cases = [
+        CaseRecord(f"r{i}", "nightly", "bw", "bw", host, {"p": P, "e": E}[row[i]], "docker" if row[i] == "e" else None)
+        for host, row in rows.items() for i in range(6)
+    ]
+    (attribution,) = analyze(runs, cases).attributions
+    assert (attribution.cause, attribution.subject) == ("host", "wh-01,wh-02")
+    assert "4 of 4 failures are environment faults (docker 4), on wh-01 3, wh-02 1" in attribution.summary

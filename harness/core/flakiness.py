@@ -270,14 +270,15 @@ def _by_env_faults(check: str, group: Sequence[Execution], reds: Sequence[Execut
     if not env or len(env) * 2 < len(reds):
         return None
     per_host = Counter(e.host for e in env)
-    host, count = per_host.most_common(1)[0]
     categories = Counter(c for e in env for c in e.categories)
     spread = ", ".join(f"{h} {n}" for h, n in per_host.most_common())
     summary = (
         f"follows the host: {len(env)} of {len(reds)} failures are environment faults "
         f"({_counts(categories)}), on {spread}; the code passed where the environment held"
     )
-    return Attribution(check, "host", host, summary, _evidence(group, reds))
+    # The subject names every host that broke, most faults first: a lab-wide outage is not one host's.
+    subject = ",".join(h for h, _ in per_host.most_common())
+    return Attribution(check, "host", subject, summary, _evidence(group, reds))
 
 
 def _by_regression(check: str, group: Sequence[Execution]) -> Attribution | None:
