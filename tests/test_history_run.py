@@ -114,3 +114,27 @@ def test_the_recorder_keeps_board_devices_image_and_masks_secrets(tmp_path):
     assert case.message == "token *** leaked" and case.evidence == ("7: ASSERT ***",)
     assert case.log == "run-1/wh-01/layernorm-bw-nightly" and case.duration == 2.5
     history.close()
+
+
+def test_an_attempt_retried_on_another_host_is_that_hosts_outcome_too(tmp_path):
+    """A pooled check's env fault on one host, retried on another: the report shows the retry,
+    the history keeps both (the first host's env-fault rate must not lose it)."""
+    from harness.core.events import CheckFinished, RunFinished
+    from harness.core.outcomes import CaseResult, EnvCategory, Verdict
+    from harness.core.secretref import Masker
+    from harness.core.spec import load_job
+    from harness.orchestration.recorder import HistoryRecorder
+
+    history = History.open(tmp_path / "history.sqlite")
+    recorder = HistoryRecorder(history, load_job(JOB), (), "run-2", "2026-11-24T08:00:00+00:00", Masker())
+    fault = Verdict.env_fault(EnvCategory.HUGEPAGES, "no 1G hugepages")
+    recorder.on_event(CheckFinished("wh-01", "layernorm-bw-nightly", (), "env_fault/hugepages: retried on another host",
+                                    retried=(CaseResult("layernorm-bw-nightly", "harness.layernorm-bw", fault, check="layernorm-bw-nightly"),)))
+    recorder.on_event(CheckFinished("wh-02", "layernorm-bw-nightly", (
+        CaseResult("layernorm-bw-nightly", "harness.layernorm-bw", Verdict(Outcome.PASS), check="layernorm-bw-nightly"),
+    )))
+    recorder.on_event(RunFinished("run-2", 0, finished="2026-11-24T08:01:00+00:00"))
+    rows = {c.host: c for c in history.cases(["run-2"])}
+    assert (rows["wh-01"].outcome, rows["wh-01"].category, rows["wh-01"].attempt) == (Outcome.ENV_FAULT, "hugepages", 1)
+    assert (rows["wh-02"].outcome, rows["wh-02"].attempt) == (Outcome.PASS, 2)
+    history.close()

@@ -60,6 +60,9 @@ class CheckFinished:
     check: str
     cases: tuple[CaseResult, ...]
     note: str = ""  # a retry, a triage: what the scheduler did on top of running it
+    # The cases of an attempt that is retried on another host: not in this run's report (the
+    # retry's are), but an outcome on this host all the same (the history keeps it).
+    retried: tuple[CaseResult, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ becomes :attr:`HistoryRecorder.error`, which the run reports (stderr and ``summa
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Sequence
@@ -46,6 +47,7 @@ class HistoryRecorder:
         self.error = ""  # why the run is not in the history ("" when it is, or not yet written)
         self._devices: dict[tuple[str, str], tuple[int, ...]] = {}
         self._images: dict[str, str] = {}
+        self._retries: dict[str, int] = {}  # check -> attempts retried on another host so far
         self._lock = threading.Lock()  # checks finish on many worker threads
 
     def on_event(self, event) -> None:
@@ -54,19 +56,26 @@ class HistoryRecorder:
                 self._devices[(event.host, event.check)] = event.devices
             elif isinstance(event, ImageReady):
                 self._images[event.host] = event.digest
-            elif isinstance(event, CheckFinished) and event.cases:
+            elif isinstance(event, CheckFinished):
                 self._add(event)
         if isinstance(event, RunFinished):
             self._write(event)
 
     def _add(self, event: CheckFinished) -> None:
         devices = self._devices.get((event.host, event.check), ())
-        self.records.extend(case_records(
-            self.run_id, self.job.name, event.host, event.cases,
+        common = dict(
             board=self._board(event.host, devices), device=",".join(map(str, devices)),
             image_digest=self._images.get(event.host, ""), ref=self.ref,
             log=f"{self.run_id}/{event.host}/{event.check}", mask=self.masker.text,
-        ))
+        )
+        if event.retried:
+            # An environment fault retried elsewhere is still this host's outcome: without it
+            # the host's env-fault rate would miss every fault the retry papered over.
+            self._retries[event.check] = self._retries.get(event.check, 0) + 1
+            self.records.extend(case_records(self.run_id, self.job.name, event.host, event.retried, **common))
+        retries = self._retries.get(event.check, 0)
+        for record in case_records(self.run_id, self.job.name, event.host, event.cases, **common):
+            self.records.append(dataclasses.replace(record, attempt=record.attempt + retries) if retries else record)
 
     def _board(self, host_name: str, devices: tuple[int, ...]) -> str:
         host = self.hosts.get(host_name)

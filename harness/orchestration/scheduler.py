@@ -424,7 +424,9 @@ class Scheduler:
             if task.host is None and task.retry_of is None and any(self._could_run(s, retry) for s in self.hosts.values() if s is not state):
                 self.pending.insert(0, retry)
                 state.notes.append(f"{task.check}: env_fault/{faults[0]}, retried on another host")
-                self.emit(CheckFinished(state.host.name, task.check, (), f"env_fault/{faults[0]}: retried on another host"))
+                self.emit(CheckFinished(
+                    state.host.name, task.check, (), f"env_fault/{faults[0]}: retried on another host", retried=tuple(cases)
+                ))
                 self._maybe_quarantine(state)
                 return
         self._record(state, task, cases, note)
