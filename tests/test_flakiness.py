@@ -210,3 +210,13 @@ def test_env_faults_on_several_hosts_name_every_host_most_faults_first():
     (attribution,) = analyze(runs, cases).attributions
     assert (attribution.cause, attribution.subject) == ("host", "wh-01,wh-02")
     assert "4 of 4 failures are environment faults (docker 4), on wh-01 3, wh-02 1" in attribution.summary
+
+
+def test_a_flaky_test_failing_in_the_last_two_runs_is_no_regression_yet():
+    runs = [RunInfo(f"r{i}", "nightly", f"2026-11-01T00:0{i}:00+00:00", ref=f"ref{i}") for i in reversed(range(6))]
+    cases = [CaseRecord(f"r{i}", "nightly", "bw", "bw", "wh-01", F if i >= 4 else P, ref=f"ref{i}") for i in range(6)]
+    (attribution,) = analyze(runs, cases).attributions
+    assert attribution.cause == "test"
+    cases = [CaseRecord(f"r{i}", "nightly", "bw", "bw", "wh-01", F if i >= 3 else P, ref=f"ref{i}") for i in range(6)]
+    (attribution,) = analyze(runs, cases).attributions
+    assert (attribution.cause, attribution.subject) == ("regression", "ref3")

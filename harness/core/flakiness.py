@@ -44,6 +44,7 @@ REAL = frozenset({FAIL, FLAKY})  # the thing under test failed (at least once, f
 # Thresholds of the attribution, as data so the report can say them.
 HOST_SHARE = 0.8  # a host holds at least this share of a check's red executions ...
 OTHERS_MAX_RED = 0.2  # ... while the other hosts fail at most this often
+REGRESSION_MIN_FAILURES = 3  # executions failing from the first bad ref on, before it is called one
 WORSE_BY = 0.15  # a host's env-fault rate rose at least this much from the older half to the newer
 EVIDENCE_LINES = 8
 
@@ -283,7 +284,7 @@ def _by_env_faults(check: str, group: Sequence[Execution], reds: Sequence[Execut
 
 def _by_regression(check: str, group: Sequence[Execution]) -> Attribution | None:
     """Every key (ref, else image) up to the first failing one passed; it and every later key
-    failed. Needs at least two keys and two failing executions."""
+    failed. Needs at least two keys and REGRESSION_MIN_FAILURES failing executions."""
     relevant = [e for e in group if e.status in REAL or e.status == PASS]
     for what, key in (("ref", lambda e: e.ref), ("image", lambda e: e.image_digest)):
         if any(not key(e) for e in relevant):
@@ -303,8 +304,8 @@ def _by_regression(check: str, group: Sequence[Execution]) -> Attribution | None
         if any(status[k] != {"red"} for k in keys[start:]):
             continue  # failures that come and go with keys are not a regression
         failing = [e for e in relevant if key(e) in set(keys[start:])]
-        if len(failing) < 2:
-            continue
+        if len(failing) < REGRESSION_MIN_FAILURES:
+            continue  # a flaky test that failed in the last run or two is no regression yet
         passing = [e for e in relevant if key(e) in set(keys[:start])]
         first = min(failing, key=lambda e: e.order)
         name = reds[0] if what == "ref" else _short(reds[0])
