@@ -68,7 +68,8 @@ def test_a_history_that_cannot_be_written_changes_no_verdict(tmp_path, monkeypat
     assert result.exit_code == 3, result.output
     assert "layernorm-bw: 3 env_fault" in result.stdout
     (line,) = [l for l in result.stderr.splitlines() if "history" in l]
-    assert line.startswith("harness: run ") and "not recorded in history" in line and "disk quota exceeded" in line
+    assert line.startswith("harness: run ") and f"not recorded: history {path}: cannot record run" in line
+    assert line.endswith("disk quota exceeded")
     assert "Traceback" not in result.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["exit_code"] == 3 and summary["history"]["recorded"] is False

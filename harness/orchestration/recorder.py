@@ -96,4 +96,8 @@ class HistoryRecorder:
             self.history.record(run, records)
             self.recorded = True
         except Exception as exc:  # noqa: BLE001 - a history failure must never change the run
-            self.error = f"run {self.run_id} not recorded in history {self.history.display}: {exc}"
+            from harness.history.store import HistoryError  # loaded already: self.history is one
+
+            # A HistoryError already names the database; anything else is a bug of ours, said in one line.
+            why = str(exc) if isinstance(exc, HistoryError) else f"history {self.history.display}: {type(exc).__name__}: {exc}"
+            self.error = f"run {self.run_id} not recorded: {why}"
