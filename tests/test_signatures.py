@@ -200,6 +200,10 @@ def test_a_minimal_catalog_loads(tmp_path):
         ("example: No chips detected in the cluster", "example: No chip", "7:14", "does not match its own example"),
         ("id: metal-no-chips", "id: Metal_No_Chips", "2:9", "lowercase slug"),
         ("source: tt-metal", "sorce: tt-metal", "6:5", "unknown key 'sorce'"),
+        ("source: tt-metal", "source: tt-metal\n    symptom_of: [hugepage]", "7:18", "did you mean 'hugepages'"),
+        ("severity: fatal", "severity: warning\n    symptom_of: [hugepages]", "5:17", "symptom_of is for fatal entries"),
+        ("severity: fatal", "severity: fatal\n    explains_crash: true", "5:21", "explains_crash is for warnings"),
+        ("severity: fatal", "severity: wait\n    cause_follows: true", "5:20", "cause_follows is for fatal entries"),
     ],
 )
 def test_bad_entries_are_reported_at_their_location(tmp_path, replace, value, where, message):

@@ -248,8 +248,8 @@ def _note_cause(causes: _Causes, hit: _Hit | None) -> None:
 def _env_verdict(fatal: list[_Hit], context: str, causes: _Causes) -> Verdict:
     """An env fault named by its first fatal line or, when that line is a symptom (its entry's
     ``symptom_of``) of a cause an earlier line names, by the cause, with both lines as evidence."""
-    first = fatal[0]
-    evidence = [hit.evidence for hit in fatal]
+    first = next((hit for hit in fatal if not hit.signature.cause_follows), fatal[0])
+    evidence = [first.evidence] + [hit.evidence for hit in fatal if hit is not first]
     cause = next(
         (
             causes[category]

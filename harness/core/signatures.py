@@ -11,6 +11,9 @@ Optional ``symptom_of`` lists the categories of causes the fatal string is a sym
 earlier line names one of them, the verdict follows that cause. Optional ``explains_crash``
 (warnings only) marks a warning that is a failure in itself (a hugepage mapping that failed):
 a crash that follows it in the same test, with no other failure between, is its fault.
+Optional ``cause_follows`` (fatal only) marks a tool's wrapper line that prints the cause on
+the lines after it (tt-smi's ``Error in detecting devices!``): a fatal line after it names the
+fault, and the wrapper names it only when none does.
 
 Matching many regexes against multi-GB logs is done by :class:`PatternSet`: every pattern
 must contain a literal of at least :data:`MIN_ANCHOR` characters that any match includes
@@ -69,6 +72,7 @@ class Signature:
     where: str = ""  # path:line of the entry in the catalog, for messages
     symptom_of: tuple[EnvCategory, ...] = ()  # causes an earlier line may name, most specific first
     explains_crash: bool = False  # a warning that makes a crash after it an env fault
+    cause_follows: bool = False  # a wrapper line: a fatal line after it names the fault
 
     @property
     def fatal(self) -> bool:
@@ -133,7 +137,7 @@ def load_catalog(path: str | Path) -> Catalog:
 
 
 def _entry(node: Node) -> Signature:
-    fields = Fields(node, "signature", required=_ENTRY_KEYS, optional=("symptom_of", "explains_crash"))
+    fields = Fields(node, "signature", required=_ENTRY_KEYS, optional=("symptom_of", "explains_crash", "cause_follows"))
     id_node = fields.req("id")
     signature_id = id_node.as_str("signature id")
     if not SLUG.match(signature_id):
@@ -162,6 +166,11 @@ def _entry(node: Node) -> Signature:
         explains_crash = explains.as_bool("explains_crash")
         if explains_crash and severity is not Severity.WARNING:
             raise explains.fail("explains_crash is for warnings: a fatal entry decides by itself")
+    cause_follows = False
+    if (follows := fields.opt("cause_follows")) is not None:
+        cause_follows = follows.as_bool("cause_follows")
+        if cause_follows and severity is not Severity.FATAL:
+            raise follows.fail("cause_follows is for fatal entries")
     return Signature(
         id=signature_id,
         category=category,
@@ -172,6 +181,7 @@ def _entry(node: Node) -> Signature:
         where=f"{node.path}:{node.line}",
         symptom_of=symptom_of,
         explains_crash=explains_crash,
+        cause_follows=cause_follows,
     )
 
 
