@@ -12,9 +12,9 @@ PURE = [
     "harness.core.invocation", "harness.core.container_exit", "harness.core.classifier", "harness.core.ingest",
     "harness.core.junit", "harness.core.hostfacts", "harness.core.signatures", "harness.core.matrix",
     "harness.core.plan", "harness.core.events", "harness.core.lease", "harness.core.judge",
-    "harness.core.report_html", "harness.mlir.check",
+    "harness.core.report_html", "harness.mlir.check", "harness.core.records", "harness.core.flakiness", "harness.core.historyurl",
 ]
-FORBIDDEN = ("docker", "paramiko", "harness.execution", "harness.orchestration", "harness.cli")
+FORBIDDEN = ("docker", "paramiko", "sqlalchemy", "harness.execution", "harness.orchestration", "harness.cli", "harness.history")
 
 
 def loaded_by(imports: str, packages: tuple[str, ...]) -> str:
@@ -45,5 +45,12 @@ def test_the_lab_imports_only_core_and_execution():
 
 
 def test_the_cli_loads_docker_and_ssh_only_for_the_commands_that_use_them():
-    """Startup: `harness classify`, `order-check`, `validate` and `--help` need neither."""
-    assert loaded_by("harness.cli", ("docker", "paramiko", "requests")) == ""
+    """Startup: `harness classify`, `order-check`, `validate` and `--help` need neither (nor the
+    history's database libraries)."""
+    assert loaded_by("harness.cli", ("docker", "paramiko", "requests", "sqlalchemy", "alembic")) == ""
+
+
+def test_the_history_imports_only_core():
+    """harness/history stores and reads runs; it runs nothing and needs no SSH or Docker."""
+    assert loaded_by("harness.history.store, harness.history.schema",
+                     ("docker", "paramiko", "harness.execution", "harness.orchestration", "harness.cli", "harness.lab")) == ""

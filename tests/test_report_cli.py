@@ -4,7 +4,6 @@ window chosen, and every bad input a one-line message with exit 2."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -46,12 +45,6 @@ def test_last_must_be_a_positive_window(tmp_path):
     assert result.exit_code == 2 and "--last" in result.output
 
 
-STORE = importlib.util.find_spec("harness.history") is not None and importlib.util.find_spec("harness.history.store") is not None
-needs_store = pytest.mark.skipif(
-    not STORE, reason="harness.history.store (branch `history`) is not merged yet: the lead drops this marker at merge"
-)
-
-
 @pytest.fixture
 def recorded(tmp_path) -> tuple[Path, list, list]:
     """20 nightly runs and, an hour after the last three, 3 runs of another suite, in a SQLite
@@ -75,7 +68,6 @@ def recorded(tmp_path) -> tuple[Path, list, list]:
     return path, runs, other_runs
 
 
-@needs_store
 def test_the_newest_run_by_default(recorded, tmp_path):
     path, runs, other_runs = recorded
     out = tmp_path / "out" / "report.html"
@@ -85,7 +77,6 @@ def test_the_newest_run_by_default(recorded, tmp_path):
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 
-@needs_store
 def test_a_run_by_id_with_trends_over_the_last_n_runs_of_its_own_suite(recorded, tmp_path):
     path, runs, _ = recorded
     out = tmp_path / "out" / "nightly" / "report.html"
@@ -99,7 +90,6 @@ def test_a_run_by_id_with_trends_over_the_last_n_runs_of_its_own_suite(recorded,
     assert all(len(find(parse_svg(p), "circle")) == 5 for p in plots)  # five runs of the suite, no other suite's
 
 
-@needs_store
 def test_an_unknown_run_is_exit_2(recorded, tmp_path):
     path, _, _ = recorded
     result = report("no-such-run", "--html", tmp_path / "r.html", "--history", path)
@@ -116,7 +106,6 @@ def parse_svg(svg):
     return out
 
 
-@needs_store
 def test_an_old_run_gets_the_window_that_ends_at_it(recorded, tmp_path):
     path, runs, _ = recorded
     out = tmp_path / "old.html"
@@ -126,7 +115,6 @@ def test_an_old_run_gets_the_window_that_ends_at_it(recorded, tmp_path):
     assert f"run {runs[15].run_id}" in out.read_text()
 
 
-@needs_store
 def test_the_default_history_is_taken_from_the_environment(recorded, tmp_path):
     path, runs, other_runs = recorded
     out = tmp_path / "env.html"
@@ -135,7 +123,6 @@ def test_the_default_history_is_taken_from_the_environment(recorded, tmp_path):
     assert other_runs[0].run_id in result.stdout
 
 
-@needs_store
 def test_a_missing_an_empty_history_and_a_file_that_is_no_history_are_exit_2(tmp_path):
     from harness.history.store import History
 
@@ -155,7 +142,6 @@ def test_a_missing_an_empty_history_and_a_file_that_is_no_history_are_exit_2(tmp
     assert "Traceback" not in result.output and not (tmp_path / "r.html").exists()
 
 
-@needs_store
 def test_a_postgresql_password_never_shows_in_the_message(tmp_path):
     result = report("--html", tmp_path / "r.html", "--history", "postgresql://ci:s3cr3t-pw@127.0.0.1:1/none")
     assert result.exit_code == 2

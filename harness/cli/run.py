@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.app import app
+from harness.cli.history import HISTORY_OPTION_HELP, open_history
 from harness.cli.common import INVENTORY_ENV, LAB_OPTION_HELP, fail_input, resolve_inventory, split_names, usage_error
 from harness.core.errors import InputError
 from harness.core.files import OutputError, check_output, check_output_dir
@@ -37,6 +38,7 @@ def run(
     quarantine_after: int = typer.Option(2, "--quarantine-after", min=1, help="Environment faults after which a host runs nothing more in this run."),
     lock_wait: float = typer.Option(0.0, "--lock-wait", min=0, help=f"Seconds to wait while another run of this job holds OUT's run lock (default 0: exit {EXIT_LOCKED} at once, nothing run). A lock left by a killed run is reported and taken over."),
     keep: Optional[int] = typer.Option(None, "--keep", min=1, help="Keep only the N newest run folders of this job under OUT (only folders the harness made; default: keep all)."),
+    history_db: Optional[str] = typer.Option(None, "--history", metavar="DB", help=HISTORY_OPTION_HELP),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
@@ -58,6 +60,7 @@ def run(
         check_output_dir(out_dir, "--out")
         check_output(junit_path or out_dir / "junit.xml", "--junit")
         check_output(out_dir / "summary.json", "summary")
+        history = open_history(history_db)  # a bad --history is exit 2 before anything runs
         # The run lock comes before the inventory: a second run must not even bring a lab up.
         with _run_lock(out_dir, job.name, lock_wait):
             lab = load_inventory(resolve_inventory(inventory, lab_name))
@@ -70,8 +73,9 @@ def run(
                     on_output=say if verbose else None, environ=dict(os.environ),
                     options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
                     listeners=(RunMarker(out_dir),) if console is None else (RunMarker(out_dir), console),
-                    started_scheduler=caught.watch,
+                    started_scheduler=caught.watch, history=history,
                 )
+            history.close()
             _keep_reports(out_dir, report, secret_masker(job, os.environ), keep)
     except InputError as exc:
         raise fail_input(exc)
@@ -94,6 +98,10 @@ def run(
     typer.echo("")
     typer.echo(f"JUnit: {junit_path or out_dir / 'junit.xml'}  summary: {out_dir / 'summary.json'}  logs: {report.logs}/")
     sys.stdout.flush()
+    if report.history_error:  # the verdicts and the exit code stand; the history missed this run
+        typer.echo(f"harness: {report.history_error}", err=True)
+    else:
+        typer.echo(f"history: {report.history}")
     if caught.signal is not None:
         typer.echo(f"{job.name}: cancelled by {signal.Signals(caught.signal).name}; the report holds what finished", err=True)
         raise typer.Exit(128 + caught.signal)  # 130 for Ctrl-C, 143 for SIGTERM

@@ -1,6 +1,6 @@
 """What happens during a run, as events: the scheduler emits them, listeners consume them.
 
-The JUnit feed, ``summary.json``, the console and (later) the history database are listeners;
+The JUnit feed, ``summary.json``, the console and the history database are listeners;
 none of them decides an outcome. Events are small immutable values; a listener that raises is
 the harness's own bug and is reported, never allowed to stop the run.
 """
@@ -37,6 +37,15 @@ class CheckStarted:
 
 
 @dataclass(frozen=True)
+class ImageReady:
+    """The job's image is on a host: what its checks there run in (the history keeps it)."""
+
+    host: str
+    tag: str
+    digest: str
+
+
+@dataclass(frozen=True)
 class CheckWaiting:
     """A check waits for a device another run has leased."""
 
@@ -51,6 +60,9 @@ class CheckFinished:
     check: str
     cases: tuple[CaseResult, ...]
     note: str = ""  # a retry, a triage: what the scheduler did on top of running it
+    # The cases of an attempt that is retried on another host: not in this run's report (the
+    # retry's are), but an outcome on this host all the same (the history keeps it).
+    retried: tuple[CaseResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,9 +76,10 @@ class RunFinished:
     run_id: str
     exit_code: int
     cancelled: bool = False
+    finished: str = ""  # ISO 8601, UTC
 
 
-Event = RunStarted | HostChecked | CheckStarted | CheckWaiting | CheckFinished | HostQuarantined | RunFinished
+Event = RunStarted | HostChecked | ImageReady | CheckStarted | CheckWaiting | CheckFinished | HostQuarantined | RunFinished
 
 
 class Listener(Protocol):

@@ -8,8 +8,9 @@ context that lets a person tell a card from the code (host, board, device, image
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
-from harness.core.outcomes import Outcome
+from harness.core.outcomes import CaseResult, Outcome
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,51 @@ class CaseRecord:
     message: str = ""
     evidence: tuple[str, ...] = ()  # deciding lines, "line: text [signature]"
     log: str = ""  # path of its log, relative to the run's output directory
+
+
+def case_name(result: CaseResult) -> str:
+    """A case's stable name in the history: ``Suite.Test`` for gtest, ``module.test`` for pytest,
+    the check's name for the harness's own stand-in case (classname ``harness...``)."""
+    if result.classname and not (result.classname == "harness" or result.classname.startswith("harness.")):
+        return f"{result.classname}.{result.name}"
+    return result.name
+
+
+def case_records(
+    run_id: str,
+    job: str,
+    host: str,
+    results: Iterable[CaseResult],
+    *,
+    board: str = "",
+    device: str = "",
+    image_digest: str = "",
+    ref: str = "",
+    log: str = "",
+    mask: Callable[[str], str] = lambda text: text,
+) -> tuple[CaseRecord, ...]:
+    """The rows of one check's results on one host; ``mask`` hides secrets in the free text."""
+    return tuple(
+        CaseRecord(
+            run_id=run_id,
+            job=job,
+            check=result.check or result.name,
+            case=case_name(result),
+            host=host,
+            outcome=result.outcome,
+            category=str(result.verdict.category) if result.verdict.category is not None else None,
+            board=board,
+            device=device,
+            image_digest=image_digest,
+            ref=ref,
+            duration=float(result.duration or sum(a.duration for a in result.attempts)),
+            attempt=max(1, len(result.attempts)),
+            message=mask(result.verdict.message),
+            evidence=tuple(
+                mask(f"{ev.line if ev.line is not None else '-'}: {ev.text}" + (f" [{ev.signature}]" if ev.signature else ""))
+                for ev in result.verdict.evidence
+            ),
+            log=log,
+        )
+        for result in results
+    )

@@ -8,13 +8,14 @@ always a valid report of what has finished.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from harness.core import junit
 from harness.core.atomic import write_text
@@ -24,7 +25,11 @@ from harness.core.inventory import Host, Inventory
 from harness.core.outcomes import Outcome, SuiteResult, exit_code, summarize
 from harness.core.spec import JobSpec, secret_masker
 from harness.execution.connect import Connections
+from harness.orchestration.recorder import HistoryRecorder
 from harness.orchestration.scheduler import Options, Scheduler
+
+if TYPE_CHECKING:
+    from harness.history.store import History
 
 LineSink = Callable[[str], None]
 
@@ -39,6 +44,8 @@ class RunReport:
     checks: tuple[str, ...] = ()  # the job's checks, in spec order
     logs: Path | None = None  # each attempt's logs and artifacts, by host and check
     cancelled: bool = False
+    history: str = ""  # the history database this run was recorded in ("" when none)
+    history_error: str = ""  # why it could not be recorded (the verdicts stand regardless)
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -57,6 +64,8 @@ class RunReport:
             "exit_code": self.exit_code,
             "cancelled": self.cancelled,
             "counts": dict(summarize(self.outcomes)),
+            **({"history": {"database": self.history, "recorded": not self.history_error, "error": self.history_error or None}}
+               if self.history else {}),
             "hosts": [
                 {
                     "host": suite.host,
@@ -108,20 +117,25 @@ def run_job(
     listeners: Sequence[Listener] = (),
     options: Options | None = None,
     started_scheduler: Callable[[Scheduler], None] | None = None,
+    history: "History | None" = None,
 ) -> RunReport:
     """Run ``job`` on its hosts; keep the JUnit feed and ``summary.json`` in ``out_dir`` up to
     date (rewritten atomically as checks finish, so a killed run leaves a valid report of what
     finished), and each attempt's logs and artifacts under ``out_dir/<run id>/<host>/<check>``.
     ``on_line`` gets progress (steps, image builds), ``on_output`` the checks' own output;
-    ``started_scheduler`` is handed the scheduler before it runs (to cancel it on a signal)."""
+    ``started_scheduler`` is handed the scheduler before it runs (to cancel it on a signal);
+    ``history``, when given, gets every case of the run when it ends (a failure to write it is
+    reported in the report's ``history_error``, never in a verdict or the exit code)."""
     hosts = select_hosts(job, inventory, host_names)
     Connections(inventory).check(hosts)  # a jump loop is an input error before anything runs
     run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     started = _now()
     options = options or Options(root=root)
     writer = ReportWriter(out_dir, junit_path, job, run_id, started, environ)
+    recorder = HistoryRecorder(history, job, hosts, run_id, started, writer.masker) if history is not None else None
     scheduler = Scheduler(
-        job, inventory, hosts, run_id, out_dir / run_id, listeners=(writer, *listeners), on_line=on_line,
+        job, inventory, hosts, run_id, out_dir / run_id,
+        listeners=(writer, *listeners, *((recorder,) if recorder else ())), on_line=on_line,
         on_output=on_output, environ=environ, options=options, now=_now,
     )
     writer.source = scheduler
@@ -131,7 +145,10 @@ def run_job(
         scheduler.run()
     finally:
         report = writer.write(finished=True)
-        scheduler.emit(RunFinished(run_id, report.exit_code, report.cancelled))
+        scheduler.emit(RunFinished(run_id, report.exit_code, report.cancelled, report.finished))
+        if recorder is not None:
+            report = dataclasses.replace(report, history=recorder.history.display, history_error=writer.masker.text(recorder.error))
+            writer.write_summary(report)
     return report
 
 
@@ -164,6 +181,11 @@ class ReportWriter:
             junit.write(self.junit_path, report.suites, name=f"tt-harness {self.job.name}", redact=self.masker.values)
             write_text(self.out_dir / "summary.json", json.dumps(self.masker.data(report.summary()), indent=2) + "\n")
             return report
+
+    def write_summary(self, report: RunReport) -> None:
+        """summary.json again, for what is known only after the run (the history's answer)."""
+        with self._lock:
+            write_text(self.out_dir / "summary.json", json.dumps(self.masker.data(report.summary()), indent=2) + "\n")
 
 
 def _now() -> str:

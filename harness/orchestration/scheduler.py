@@ -39,6 +39,7 @@ from harness.core import junit
 from harness.core.events import (
     CheckFinished,
     CheckStarted,
+    ImageReady,
     CheckWaiting,
     Event,
     HostChecked,
@@ -263,6 +264,7 @@ class Scheduler:
                 )
                 state.properties["image.delivery"] = str(delivered.delivery)
                 state.properties["image.digest"] = delivered.digest
+            self.emit(ImageReady(host.name, built.tag, state.properties["image.digest"]))
             facts = state.report.facts
             context = HostContext(
                 name=host.name,
@@ -422,7 +424,9 @@ class Scheduler:
             if task.host is None and task.retry_of is None and any(self._could_run(s, retry) for s in self.hosts.values() if s is not state):
                 self.pending.insert(0, retry)
                 state.notes.append(f"{task.check}: env_fault/{faults[0]}, retried on another host")
-                self.emit(CheckFinished(state.host.name, task.check, (), f"env_fault/{faults[0]}: retried on another host"))
+                self.emit(CheckFinished(
+                    state.host.name, task.check, (), f"env_fault/{faults[0]}: retried on another host", retried=tuple(cases)
+                ))
                 self._maybe_quarantine(state)
                 return
         self._record(state, task, cases, note)
