@@ -735,7 +735,9 @@ _TT_SMI_ERRORS = (
     ),
     ("No Tenstorrent driver detected", EnvCategory.DRIVER_MISSING, "tt-smi finds no tt-kmd"),
     ("No Tenstorrent devices detected", EnvCategory.DEVICE_MISSING, "tt-smi finds no card"),
-    ("Error in detecting devices", EnvCategory.DEVICE_MISSING, "tt-smi cannot detect the cards"),
+    # the cards are there (else "No Tenstorrent devices detected") but did not come up; the
+    # signature catalog's smi-detect-error says the same
+    ("Error in detecting devices", EnvCategory.DEVICE_HANG, "tt-smi sees the cards but cannot bring them up: reset them with `tt-smi -r`"),
 )
 TIMEOUT_EXIT = 124  # what timeout(1) exits with when it stopped the command
 
