@@ -296,6 +296,7 @@ class PatternSet(Generic[K]):
             automaton, words = self._automaton
             self._ids = tuple(tuple(sorted(by_anchor[word])) for word in words)  # anchor number -> patterns
             self._find = automaton.find_matches_as_indexes
+            self._find_big = None  # the same anchors as a DFA: for chunks of a log
         else:
             self._python()
 
@@ -321,12 +322,17 @@ class PatternSet(Generic[K]):
         order; ``end`` must be a line boundary."""
         if self._automaton is None:
             return self._python_candidate_lines(buf, start, end)
+        find = self._find
+        if end - start >= _DFA_FROM:
+            if self._find_big is None:
+                self._find_big = _dfa(self._automaton[1]).find_matches_as_indexes
+            find = self._find_big
         lines = []
         line_end = -1
         # Non-overlapping matches come in text order. One can hide another anchor only where
         # they overlap, so on the same line (no anchor holds a newline): every line holding an
         # anchor holds a reported match.
-        for _, found, _ in self._find(memoryview(buf)[start:end]):
+        for _, found, _ in find(memoryview(buf)[start:end]):
             found += start
             if found > line_end:
                 line = _line_at(buf, found, start, end)
@@ -376,6 +382,17 @@ class PatternSet(Generic[K]):
 
 PREFILTER_ENV = "TT_HARNESS_PREFILTER"
 ENGINES = ("auto", "automaton", "python")
+
+
+# A DFA searches a third faster than the default automaton (0.20 against 0.30 CPU-seconds per
+# 100 MB of tt-metal log, 159 anchors) but takes ~2-4 ms to build: only for big texts.
+_DFA_FROM = 1 << 20
+
+
+def _dfa(words: list[bytes]):
+    import ahocorasick_rs
+
+    return ahocorasick_rs.BytesAhoCorasick(words, implementation=ahocorasick_rs.Implementation.DFA)
 
 
 def _automaton(words: list[bytes], engine: str | None):
