@@ -68,7 +68,10 @@ QUICK_COMMANDS = {
     "validate": (
         ["validate", "jobs/nightly.yaml"],
         _HEAVY + _OTHER_COMMANDS + ("harness.cli.classify", "harness.cli.order_check", "harness.mlir",
-                                    "harness.core.classifier", "defusedxml", "multiprocessing"),
+                                    "harness.core.classifier", "defusedxml", "multiprocessing",
+                                    # a job spec needs none of the other kinds' loaders
+                                    "harness.core.signatures", "harness.core.hostfacts", "harness.core.inventory",
+                                    "harness.core.invocation", "harness.lab"),
     ),
 }
 
