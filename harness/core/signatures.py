@@ -12,7 +12,9 @@ must contain a literal of at least :data:`MIN_ANCHOR` characters that any match 
 (an *anchor*, found automatically from the parsed regex). A fast search for the anchors finds
 the few candidate lines; only those are decoded and run through the full regexes. A pattern
 without such a literal is refused: signatures are specific verbatim strings, not keyword
-guesses. For speed, write patterns whose verbatim text has a capital letter, a bracket or a
+guesses. The anchors are searched by one Aho-Corasick automaton (compiled, from the
+``ahocorasick-rs`` wheel) where it is installed, whatever their number; the pure-Python search
+used elsewhere is faster with patterns whose verbatim text has a capital letter, a bracket or a
 quote in it (see :func:`_rare`).
 """
 
