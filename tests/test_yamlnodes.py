@@ -48,10 +48,14 @@ def test_libyaml_is_there():
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
-def test_every_shipped_file_loads_the_same_and_fast(path):
-    text = path.read_text(encoding="utf-8")
-    assert _compose_fast(text) is not None, "a plain spec should take the fast path"
-    agrees(text)
+def test_every_shipped_file_loads_the_same(path):
+    agrees(path.read_text(encoding="utf-8"))
+
+
+def test_the_catalogs_every_command_reads_take_the_fast_path():
+    """`harness classify` reads the signature catalog on every call, validate the profiles."""
+    for name in ("signatures.yaml", "profiles.yaml", "boards.yaml"):
+        assert _compose_fast((REPO / "configs" / name).read_text(encoding="utf-8")) is not None, name
 
 
 @pytest.mark.parametrize(
