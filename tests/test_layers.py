@@ -12,7 +12,7 @@ PURE = [
     "harness.core.invocation", "harness.core.container_exit", "harness.core.classifier", "harness.core.ingest",
     "harness.core.junit", "harness.core.hostfacts", "harness.core.signatures", "harness.core.matrix",
     "harness.core.plan", "harness.core.events", "harness.core.lease", "harness.core.judge",
-    "harness.mlir.check",
+    "harness.core.report_html", "harness.mlir.check",
 ]
 FORBIDDEN = ("docker", "paramiko", "harness.execution", "harness.orchestration", "harness.cli")
 

@@ -200,9 +200,12 @@ def engine_verdicts(monkeypatch):
     classifier._patterns.cache_clear()
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("*.log")))
-def test_every_transcript_gets_the_same_verdict_from_both_engines(name, engine_verdicts):
-    verdicts = engine_verdicts(lambda: classify_file(LOGS / name))
+TRANSCRIPTS = sorted([*LOGS.glob("*.log"), *(LOGS.parent / "corpus").rglob("*.log")])
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: str(p.relative_to(LOGS.parent)))
+def test_every_transcript_gets_the_same_verdict_from_both_engines(path, engine_verdicts):
+    verdicts = engine_verdicts(lambda: classify_file(path))
     assert verdicts["automaton"] == verdicts["python"]
 
 

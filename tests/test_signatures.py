@@ -34,11 +34,15 @@ def test_each_pattern_matches_its_example_and_classifies_it(signature):
         assert verdict.category is signature.category
         # catalog order: the first fatal entry matching a line names it
         assert verdict.evidence[0].signature == signature.id
-    else:  # a warning never decides: a passing log with it stays a pass, and names it
+    else:  # a warning or a wait never decides a run that went on: a passing log with it stays a pass, and names it
         verdict = classify_log([signature.example, "[  PASSED  ] 1 test."])
         assert verdict.outcome is Outcome.PASS
         assert [e.signature for e in verdict.evidence] == [None, signature.id]
-        assert classify_case(signature.example).outcome is Outcome.FAIL
+        failed = classify_case(signature.example)
+        if signature.severity is Severity.WAIT:  # a test that failed still waiting was stopped by the wait
+            assert failed.outcome is Outcome.ENV_FAULT and failed.category is signature.category
+        else:
+            assert failed.outcome is Outcome.FAIL
 
 
 @pytest.mark.parametrize(
@@ -196,6 +200,10 @@ def test_a_minimal_catalog_loads(tmp_path):
         ("example: No chips detected in the cluster", "example: No chip", "7:14", "does not match its own example"),
         ("id: metal-no-chips", "id: Metal_No_Chips", "2:9", "lowercase slug"),
         ("source: tt-metal", "sorce: tt-metal", "6:5", "unknown key 'sorce'"),
+        ("source: tt-metal", "source: tt-metal\n    symptom_of: [hugepage]", "7:18", "did you mean 'hugepages'"),
+        ("severity: fatal", "severity: warning\n    symptom_of: [hugepages]", "5:17", "symptom_of is for fatal entries"),
+        ("severity: fatal", "severity: fatal\n    explains_crash: true", "5:21", "explains_crash is for warnings"),
+        ("severity: fatal", "severity: wait\n    cause_follows: true", "5:20", "cause_follows is for fatal entries"),
     ],
 )
 def test_bad_entries_are_reported_at_their_location(tmp_path, replace, value, where, message):

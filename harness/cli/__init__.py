@@ -9,6 +9,7 @@ COMMANDS = {
     "classify": "harness.cli.classify",
     "cleanup": "harness.cli.cleanup",
     "order-check": "harness.cli.order_check",
+    "report": "harness.cli.report",
     "run": "harness.cli.run",
     "validate": "harness.cli.validate",
     "render": "harness.cli.validate",

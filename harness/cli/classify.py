@@ -4,6 +4,10 @@ Each FILE is a log (classified in one streaming pass, constant memory) or a gtes
 XML report (recognized by its first bytes; its verdict is the worst of its cases). Exit
 status: 2 if any file could not be read, else 1 if any failed, else 3 if any hit an
 environment fault, else 0.
+
+``--exit-code N`` is the exit status of the step that wrote the logs (CI knows it): a log that
+states no verdict of its own passes with 0 and fails otherwise, and a non-zero status turns a
+success summary into a failure. Without it, such a log is a failure that says ``no verdict``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -39,11 +43,15 @@ _SEVERITY = (EXIT_USAGE, EXIT_FAILURE, EXIT_ENV_FAULT, EXIT_OK)  # worst first
 def classify_command(
     files: List[Path] = typer.Argument(..., metavar="FILE...", help="Test logs or gtest/pytest JUnit XML reports."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per file, one per line."),
+    exit_code: Optional[int] = typer.Option(
+        None, "--exit-code", min=0, max=255, metavar="N",
+        help="Exit status of the step that wrote the logs: decides a log that prints no verdict of its own.",
+    ),
 ) -> None:
     """Tell real failures from environment faults in test logs and JUnit reports."""
     codes = []
     for path in files:
-        verdict, cases = _judge(path)
+        verdict, cases = _judge(path, exit_code)
         codes.append(_EXIT[verdict.outcome])
         if as_json:
             typer.echo(json.dumps(_as_json(path, verdict, cases)))
@@ -52,7 +60,7 @@ def classify_command(
     raise typer.Exit(min(codes, key=_SEVERITY.index))
 
 
-def _judge(path: Path) -> tuple[Verdict, tuple[CaseResult, ...] | None]:
+def _judge(path: Path, exit_code: int | None) -> tuple[Verdict, tuple[CaseResult, ...] | None]:
     """The verdict on one file, and its cases if it is a report. Unreadable input is reported
     on stderr and becomes an ``error`` verdict (category ``artifact``)."""
     try:
@@ -61,9 +69,9 @@ def _judge(path: Path) -> tuple[Verdict, tuple[CaseResult, ...] | None]:
             if not looks_like_junit(head):
                 if stream.seekable():
                     stream.seek(0)
-                    return classify_stream(stream), None
+                    return classify_stream(stream, exit_code=exit_code), None
                 # A pipe (`classify /dev/stdin`): what was read for the sniff goes first.
-                return classify_stream(io.BufferedReader(_Prefixed(head, stream))), None
+                return classify_stream(io.BufferedReader(_Prefixed(head, stream)), exit_code=exit_code), None
             if not stream.seekable():
                 raise IngestError(str(path), "a JUnit report is read from a file, not a pipe: save it first")
         cases = read_junit(path)  # checks the size before reading

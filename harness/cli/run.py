@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import signal
 import sys
@@ -17,6 +18,7 @@ from harness.core.errors import InputError
 from harness.core.files import OutputError, check_output, check_output_dir
 from harness.core.inventory import load_inventory
 from harness.core.matrix import matrix, render_table
+from harness.core.outcomes import EXIT_LOCKED
 from harness.core.spec import load_job, secret_masker
 from harness.core.lease import DEFAULT_WAIT as DEFAULT_LEASE_WAIT
 
@@ -33,37 +35,44 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also stream each check's own output as it runs (it is always in the logs)."),
     lease_wait: float = typer.Option(DEFAULT_LEASE_WAIT, "--lease-wait", min=0, help="Seconds a check waits for a card another run holds, then env_fault/device-busy."),
     quarantine_after: int = typer.Option(2, "--quarantine-after", min=1, help="Environment faults after which a host runs nothing more in this run."),
+    lock_wait: float = typer.Option(0.0, "--lock-wait", min=0, help=f"Seconds to wait while another run of this job holds OUT's run lock (default 0: exit {EXIT_LOCKED} at once, nothing run). A lock left by a killed run is reported and taken over."),
+    keep: Optional[int] = typer.Option(None, "--keep", min=1, help="Keep only the N newest run folders of this job under OUT (only folders the harness made; default: keep all)."),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
     Each check runs in a container with the device profile's mounts; the JUnit feed and
     summary.json tell real failures from environment faults. Exit 0 all passed, 1 a real
-    failure or xpass, 2 bad input (nothing ran), 3 environment faults only.
+    failure or xpass, 2 bad input (nothing ran), 3 environment faults only, 4 another run of
+    this job holds OUT's run lock (nothing ran).
     """
     # Docker, SSH and the scheduler load only when a run starts: every other command starts fast.
     from harness.orchestration.jobrun import run_job
     from harness.orchestration.progress import ConsoleProgress
+    from harness.orchestration.retention import RunMarker
     from harness.orchestration.scheduler import Options
 
     try:
         job = load_job(job_path)
-        lab = load_inventory(resolve_inventory(inventory, lab_name))
-        names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
         # Every output is checked before anything runs: a wrong path must not cost a run.
         check_output_dir(out_dir, "--out")
         check_output(junit_path or out_dir / "junit.xml", "--junit")
         check_output(out_dir / "summary.json", "summary")
-        console = None if quiet else ConsoleProgress()
-        say = console.say if console is not None else None
-        with _cancelled_by_signals() as caught:
-            report = run_job(
-                job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
-                on_output=say if verbose else None, environ=dict(os.environ),
-                options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
-                listeners=() if console is None else (console,),
-                started_scheduler=caught.watch,
-            )
+        # The run lock comes before the inventory: a second run must not even bring a lab up.
+        with _run_lock(out_dir, job.name, lock_wait):
+            lab = load_inventory(resolve_inventory(inventory, lab_name))
+            names = split_names(hosts or [])
+            console = None if quiet else ConsoleProgress()
+            say = console.say if console is not None else None
+            with _cancelled_by_signals() as caught:
+                report = run_job(
+                    job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+                    on_output=say if verbose else None, environ=dict(os.environ),
+                    options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
+                    listeners=(RunMarker(out_dir),) if console is None else (RunMarker(out_dir), console),
+                    started_scheduler=caught.watch,
+                )
+            _keep_reports(out_dir, report, secret_masker(job, os.environ), keep)
     except InputError as exc:
         raise fail_input(exc)
     except (ValueError, OutputError) as exc:  # a jump-host loop in the inventory; an output path
@@ -89,6 +98,51 @@ def run(
         typer.echo(f"{job.name}: cancelled by {signal.Signals(caught.signal).name}; the report holds what finished", err=True)
         raise typer.Exit(128 + caught.signal)  # 130 for Ctrl-C, 143 for SIGTERM
     raise typer.Exit(report.exit_code)
+
+
+def _log(line: str) -> None:
+    """A plain, timestamped stderr line (a scheduled run's journal greps like its progress)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    typer.echo(f"{stamp} {line}", err=True)
+
+
+@contextlib.contextmanager
+def _run_lock(out_dir: Path, job: str, wait: float):
+    """Hold the job's run lock in ``out_dir`` for the block, or exit: 4 when another run holds
+    it, 2 when the lock file cannot be used, 130 on Ctrl-C while waiting."""
+    from harness.orchestration.runlock import LockBusy, LockError, acquire
+
+    try:
+        lock = acquire(out_dir, job, wait=wait, on_line=_log)
+    except LockBusy as exc:
+        hint = "" if wait else "; --lock-wait SECONDS waits for it"
+        _log(f"{job}: {exc}; nothing ran (exit {EXIT_LOCKED}){hint}")
+        raise typer.Exit(EXIT_LOCKED)
+    except LockError as exc:
+        raise usage_error(f"{job}: {exc}")
+    except KeyboardInterrupt:
+        _log(f"{job}: interrupted while waiting for the run lock; nothing ran")
+        raise typer.Exit(130)
+    with lock:
+        yield lock
+
+
+def _keep_reports(out_dir: Path, report, masker, keep: int | None) -> None:
+    """The run's own reports in its folder, ``latest`` -> it, and the retention limit. A
+    problem here is said, never a crash: the run's verdict stands."""
+    from harness.orchestration.retention import archive, prune
+
+    try:
+        notes = archive(out_dir, report, masker)
+        if keep is not None:
+            pruned = prune(out_dir, report.job, keep, current=report.run_id)
+            if pruned.removed:
+                _log(f"{report.job}: removed {len(pruned.removed)} old run folder(s) of {out_dir} (--keep {keep}): {', '.join(pruned.removed)}")
+            notes.extend(f"not removed: {problem}" for problem in pruned.problems)
+    except (OSError, OutputError) as exc:
+        notes = [f"reports of run {report.run_id}: {exc}"]
+    for note in notes:
+        _log(f"{report.job}: retention: {note}")
 
 
 class _Signals:

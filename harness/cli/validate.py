@@ -51,6 +51,12 @@ def _signatures(path: Path) -> str:
     return f"signatures: {len(load_catalog(path).signatures)} entries"
 
 
+def _summaries(path: Path) -> str:
+    from harness.core.summaries import load_summaries
+
+    return f"summaries: {len(load_summaries(path))} entries"
+
+
 def _faults(path: str) -> Mapping:
     from harness.lab.faults import load_faults
 
@@ -64,6 +70,7 @@ KINDS: tuple[tuple[str, str, Callable[[Path], str]], ...] = (
     ("profiles", "a profile catalog", _named("profiles", load_profiles)),
     ("boards", "a board catalog", _named("boards", load_boards)),
     ("signatures", "a signature catalog", _signatures),
+    ("summaries", "a summary catalog", _summaries),
     ("faults", "a lab fault catalog", _named("lab faults", _faults)),
     ("kmd_minimum", "preflight thresholds", _thresholds),
 )

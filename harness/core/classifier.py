@@ -26,6 +26,13 @@ The rules (they are the product):
 5. **Test failure text outranks other log lines** (tt-metal's own classifier does the same):
    a fatal signature outside any test does not turn a real test failure into an env fault;
    only one inside the failing test's own output does.
+6. **The cause, not the symptom.** A fatal entry may name the categories it is a symptom of
+   (``symptom_of``); when an earlier line of the log names one of them (a warning included), the
+   verdict takes that cause's category and carries both lines.
+7. **A wait that never ended decides.** ``wait`` entries (a device lock held by another process,
+   ethernet training in progress) are context while the run goes on; a test, or the run, that
+   ends or is killed while still waiting is an env fault of the wait's category. Failure text
+   after the wait means the wait ended: the failure is judged as usual.
 
 How a log is read:
 
@@ -41,12 +48,16 @@ How a log is read:
   ``env_fault`` (a run whose environment broke is not a run to trust, even if its tests
   passed); only summary lines say something failed (gtest's ``[  FAILED  ]`` list, pytest's
   ``FAILED id - msg`` lines or ``1 failed, 2 passed``, with no per-test details): ``fail``,
-  unless the summary line itself carries a fatal signature; an explicit success marker
-  (gtest ``[  PASSED  ] N tests.``, pytest ``N passed in Xs``): ``pass``.
-- **Nothing recognizable is a ``fail``** with the message "no verdict in log". A log without a
-  success marker is a truncated log, a runner killed before printing, or a binary that never
-  started; calling it a pass would hide exactly the runs a kernel engineer needs to look at,
-  and no fatal signature means there is no evidence to blame the environment.
+  unless the summary line itself carries a fatal signature (a ``fail`` line of the summary
+  catalog, ``configs/summaries.yaml``, counts the same way); the run ended while still waiting:
+  ``env_fault``; an explicit success marker (gtest ``[  PASSED  ] N tests.``, pytest ``N passed
+  in Xs``, a ``pass`` line of the summary catalog): ``pass``, unless the step's exit code, when
+  the caller gives it, is non-zero.
+- **Nothing recognizable is a ``fail``** with the message "no verdict in log", unless the
+  caller gives the step's exit code: 0 passes it. A log without a success marker is a
+  truncated log, a runner killed before printing, or a binary that never started; calling it a
+  pass would hide exactly the runs a kernel engineer needs to look at, and no fatal signature
+  means there is no evidence to blame the environment.
 
 Logs are read in one streaming pass in constant memory: a combined search for the catalog's
 anchors (see :class:`~harness.core.signatures.PatternSet`) finds candidate lines, only those
@@ -86,6 +97,7 @@ from typing import BinaryIO, Iterable, Iterator
 
 from harness.core.outcomes import EnvCategory, Evidence, Outcome, Verdict
 from harness.core.signatures import Catalog, PatternSet, Signature, default_catalog
+from harness.core.summaries import Summary, default_summaries
 
 __all__ = ["classify_log", "classify_stream", "classify_file", "classify_case", "HANG_ADVICE"]
 
@@ -124,6 +136,19 @@ class _Marker(enum.Enum):
     PY_RESULT = r"^(?P<name>\S+::\S+) (?P<result>PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b"
     PY_SHORT = r"^(?P<result>FAILED|ERROR) (?P<name>\S+)(?: - (?P<msg>.*))?$"
     PY_PASSED = r"^=*\s*(?P<counts>(?:\d+ \w+, )*\d+ passed(?:, \d+ \w+)*) in \d+(?:\.\d+)?s\b"
+    # the run was killed: bash's job report, coreutils timeout --verbose, a cancelled CI job
+    # (never decides alone)
+    KILLED = (
+        r"^(?:\S+: line \d+: +\d+ )?(?:Terminated|Killed)\b|^timeout: sending signal (?:TERM|KILL) to command"
+        r"|##\[error\]The operation was canceled\."
+    )
+    # a line that quotes values being compared, not something that happened: pytest's assertion
+    # rewriting (its echo of the source, `assert` lines and their diffs) and gtest's values
+    QUOTED = (
+        r"^>   |^(?:E {3,})?(?:AssertionError: )?assert |^E {5,}[-+?] |^E {3,}\+  where "
+        r"|^(?:FAILED|ERROR) \S+ - (?:AssertionError: )?assert "
+        r"|^\s*(?:Value of: |Expected: |Actual: |Which is: |To be equal to: )"
+    )
 
 
 _FAILURE_TEXT = frozenset(
@@ -145,6 +170,7 @@ _PY_FAILED_COUNTS = re.compile(r"\b\d+ (?:failed|errors?)\b")
 def _patterns(catalog: Catalog) -> PatternSet:
     keys: list = [(sig, sig.pattern) for sig in catalog]
     keys += [(marker, re.compile(marker.value)) for marker in _Marker]
+    keys += [(summary, summary.pattern) for summary in default_summaries()]
     return PatternSet(keys)
 
 
@@ -161,19 +187,42 @@ class _Unit:
     fatal: list[_Hit] = field(default_factory=list)
     failure: list[Evidence] = field(default_factory=list)
     where: str | None = None  # gtest fixture stage or pytest phase the failure happened in
+    waiting: _Hit | None = None  # a wait (for a lock, a link) nothing after it has shown to end
+    crash_cause: _Hit | None = None  # a warning that explains a crash after it (explains_crash)
+    crashed_after_cause: bool = False  # its only failure text is a crash after that warning
 
-    def add(self, evidence: Evidence, hit: _Hit | None, failure_text: bool) -> None:
+    def add(self, evidence: Evidence, hit: _Hit | None, markers: dict) -> None:
+        failure_text = any(marker in _FAILURE_TEXT for marker in markers)
         if hit is not None and hit.signature.fatal and len(self.fatal) < _PER_TEST:
             self.fatal.append(hit)
-        if failure_text and len(self.failure) < _PER_TEST:
-            self.failure.append(evidence)
+        if failure_text:
+            # a crash right after a warning that explains it (a failed hugepage mapping) is that
+            # warning's fault; any other failure text first makes it a failure like any other
+            self.crashed_after_cause = (
+                self.crash_cause is not None and _Marker.CRASH in markers and (self.crashed_after_cause or not self.failure)
+            )
+            if len(self.failure) < _PER_TEST:
+                self.failure.append(evidence)
+        if hit is not None and hit.signature.explains_crash and self.crash_cause is None and not self.failure:
+            self.crash_cause = hit
+        if hit is not None and hit.signature.wait:
+            self.waiting = hit
+        elif failure_text or (hit is not None and hit.signature.fatal):
+            self.waiting = None  # what failed after the wait ended is what decides
 
-    def verdict(self, closing: Evidence | None = None) -> Verdict:
+    def verdict(self, causes: _Causes, closing: Evidence | None = None) -> Verdict:
         """The verdict of a unit known to have failed."""
         subject = f"{self.name}: " if self.name else ""
         stage = f" in {self.where}" if self.where else ""
         if self.fatal:
-            return _env_verdict(self.fatal, f"{subject}failed{stage} with an environment fault")
+            return _env_verdict(self.fatal, f"{subject}failed{stage} with an environment fault", causes)
+        if self.waiting is not None:
+            return _still_waiting(self.waiting, f"{subject}failed{stage}")
+        if self.crashed_after_cause and self.crash_cause is not None:
+            cause = self.crash_cause
+            category = cause.signature.category
+            message = f"{subject}crashed{stage} after an environment fault ({category}): {cause.matched} [{cause.signature.id}]"
+            return Verdict.env_fault(category, message, [cause.evidence, *self.failure][:MAX_EVIDENCE])
         evidence = self.failure + ([closing] if closing else [])
         first = self.failure[0].text if self.failure else "no assertion or crash text found"
         return Verdict(Outcome.FAIL, message=f"{subject}failed{stage}: {first}", evidence=tuple(evidence[:MAX_EVIDENCE]))
@@ -188,13 +237,48 @@ class _Hit:
     matched: str
 
 
-def _env_verdict(fatal: list[_Hit], context: str) -> Verdict:
-    first = fatal[0]
-    category = first.signature.category
-    message = f"{context} ({category}): {first.matched} [{first.signature.id}]"
+_Causes = dict[EnvCategory, "_Hit"]  # the first line naming each category, fatal or not
+
+
+def _note_cause(causes: _Causes, hit: _Hit | None) -> None:
+    if hit is not None:
+        causes.setdefault(hit.signature.category, hit)
+
+
+def _env_verdict(fatal: list[_Hit], context: str, causes: _Causes) -> Verdict:
+    """An env fault named by its first fatal line or, when that line is a symptom (its entry's
+    ``symptom_of``) of a cause an earlier line names, by the cause, with both lines as evidence."""
+    first = next((hit for hit in fatal if not hit.signature.cause_follows), fatal[0])
+    evidence = [first.evidence] + [hit.evidence for hit in fatal if hit is not first]
+    cause = next(
+        (
+            causes[category]
+            for category in first.signature.symptom_of
+            if category in causes and (causes[category].evidence.line or 0) < (first.evidence.line or 0)
+        ),
+        None,
+    )
+    if cause is not None:
+        category = cause.signature.category
+        message = (
+            f"{context} ({category}): {cause.matched} [{cause.signature.id}], "
+            f"which then caused: {first.matched} [{first.signature.id}]"
+        )
+        evidence.insert(0, cause.evidence)
+    else:
+        category = first.signature.category
+        message = f"{context} ({category}): {first.matched} [{first.signature.id}]"
     if category is EnvCategory.DEVICE_HANG:
         message += f"; {HANG_ADVICE}"
-    return Verdict.env_fault(category, message, [hit.evidence for hit in fatal][:MAX_EVIDENCE])
+    return Verdict.env_fault(category, message, evidence[:MAX_EVIDENCE])
+
+
+def _still_waiting(wait: _Hit, context: str) -> Verdict:
+    """A run that ended (killed, timed out, or just stopped) while it still waited for something
+    only the environment can give: a device lock another process holds, a link that never trains."""
+    category = wait.signature.category
+    message = f"{context} while still waiting ({category}): {wait.matched} [{wait.signature.id}]"
+    return Verdict.env_fault(category, message, [wait.evidence])
 
 
 def _clip(text: str) -> str:
@@ -203,12 +287,15 @@ def _clip(text: str) -> str:
 
 def _read_line(number: int, text: str, matches: list) -> tuple[Evidence, _Hit | None, dict]:
     """Evidence for one line, the signature naming it (the first fatal one in catalog order,
-    else the first warning), and the runner markers it matched."""
-    signatures = [(key, match) for key, match in matches if isinstance(key, Signature)]
+    else the first warning), and the runner markers it matched. A line quoting the values of a
+    failed comparison names no signature: a test expecting "No chips detected" is not a host
+    without chips."""
+    quoted = any(key is _Marker.QUOTED for key, _ in matches)
+    signatures = [] if quoted else [(key, match) for key, match in matches if isinstance(key, Signature)]
     named = next(((s, m) for s, m in signatures if s.fatal), signatures[0] if signatures else None)
     evidence = Evidence(number, _clip(text), named[0].id if named else None)
     hit = _Hit(evidence, named[0], _clip(named[1].group())) if named else None
-    return evidence, hit, {key: match for key, match in matches if isinstance(key, _Marker)}
+    return evidence, hit, {key: match for key, match in matches if not isinstance(key, Signature)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,17 +308,21 @@ def classify_case(failure_text: str, catalog: Catalog | None = None, first_line:
     line number of the text's first line in its file, for the evidence."""
     patterns = _patterns(catalog or default_catalog())
     unit = _Unit(None)
+    causes: _Causes = {}
     context: list[Evidence] = []
     first_text: Evidence | None = None
     for offset, line in enumerate(failure_text.split("\n")):
         evidence, hit, markers = _read_line(first_line + offset, line.rstrip("\r"), patterns.match(line))
-        unit.add(evidence, hit, any(marker in _FAILURE_TEXT for marker in markers))
+        unit.add(evidence, hit, markers)
+        _note_cause(causes, hit)
         if hit is not None and not hit.signature.fatal and len(context) < _PER_TEST:
             context.append(evidence)
         if first_text is None and line.strip():
             first_text = evidence
     if unit.fatal:
-        return _env_verdict(unit.fatal, "failed with an environment fault")
+        return _env_verdict(unit.fatal, "failed with an environment fault", causes)
+    if unit.waiting is not None:
+        return _still_waiting(unit.waiting, "failed")
     evidence = unit.failure or ([first_text] if first_text else [])
     summary = evidence[0].text.strip() if evidence else "no failure text"
     return Verdict(Outcome.FAIL, message=summary, evidence=tuple((evidence + context)[:MAX_EVIDENCE]))
@@ -261,7 +352,8 @@ class _Tally:
 class _LogJudge:
     """Consumes the candidate lines of one log in order and produces its verdict."""
 
-    def __init__(self) -> None:
+    def __init__(self, exit_code: int | None = None) -> None:
+        self.exit_code = exit_code  # of the step that wrote the log, when the caller knows it
         self.process = _Unit(None)
         self.test: _Unit | None = None
         self.test_is_gtest = False
@@ -271,6 +363,8 @@ class _LogJudge:
         self.summary: list[tuple[Evidence, _Hit | None]] = []
         self.summary_count = 0
         self.success: Evidence | None = None
+        self.killed: Evidence | None = None
+        self.causes: _Causes = {}
         self.context: list[Evidence] = []  # warnings, for the record
 
     # -- feeding -------------------------------------------------------------------------
@@ -278,16 +372,27 @@ class _LogJudge:
         evidence, hit, markers = _read_line(number, text, matches)
         if hit is not None and not hit.signature.fatal and len(self.context) < MAX_EVIDENCE:
             self.context.append(evidence)
+        _note_cause(self.causes, hit)
         self._boundaries(markers, evidence, hit)
         unit = self.test or self.process
-        unit.add(evidence, hit, any(marker in _FAILURE_TEXT for marker in markers))
+        unit.add(evidence, hit, markers)
         thrown = markers.get(_Marker.THROWN_IN)
         if thrown and unit.where is None:
             unit.where = thrown.group("where")
 
     def _boundaries(self, markers: dict, evidence: Evidence, hit: _Hit | None) -> None:
-        if (m := markers.get(_Marker.GTEST_RUN)) is not None:
+        if markers.get(_Marker.KILLED) is not None:
+            self.killed = self.killed or evidence
+        summary = next((key for key in markers if isinstance(key, Summary)), None)
+        if summary is not None:
             self._close(None)
+            if summary.verdict is Outcome.PASS:
+                self._succeeded(evidence)
+            else:
+                self._summary(evidence, hit)
+        elif (m := markers.get(_Marker.GTEST_RUN)) is not None:
+            self._close(None)
+            self.process.waiting = None  # the run went on: whatever it waited for came
             self.test, self.test_is_gtest = _Unit(m.group("name"), evidence), True
         elif (m := markers.get(_Marker.GTEST_OK)) is not None or (m := markers.get(_Marker.GTEST_SKIPPED)) is not None:
             if self._is_current(m.group("name")):
@@ -299,7 +404,7 @@ class _LogJudge:
                 self._summary(evidence, hit)
         elif (m := markers.get(_Marker.GTEST_PASSED)) is not None:
             self._close(None)
-            self.success = self.success or evidence
+            self._succeeded(evidence)
         elif (m := markers.get(_Marker.PY_SECTION)) is not None:
             self._close(None)
             self.section = m.group("title")
@@ -316,12 +421,16 @@ class _LogJudge:
             if _PY_FAILED_COUNTS.search(m.group("counts")):
                 self._summary(evidence, hit)
             else:
-                self.success = self.success or evidence
+                self._succeeded(evidence)
         elif markers.get(_Marker.PY_SHORT) is not None:
             self._close(None)  # the short summary follows the last failure's details
             self._summary(evidence, hit)
         elif (m := markers.get(_Marker.PY_RESULT)) is not None and m.group("result") in ("FAILED", "ERROR"):
             self._summary(evidence, hit)
+
+    def _succeeded(self, evidence: Evidence) -> None:
+        self.success = self.success or evidence
+        self.process.waiting = None
 
     def _is_current(self, name: str) -> bool:
         return self.test is not None and self.test_is_gtest and self.test.name == name.rstrip(",")
@@ -335,7 +444,7 @@ class _LogJudge:
         if self.test_is_gtest and closing is None and test.start is not None:
             # a new test started, or the log ended, without this one's result line: it died
             test.failure.insert(0, replace(test.start, text=f"{test.start.text} (never reported a result)"))
-        verdict = test.verdict(closing)
+        verdict = test.verdict(self.causes, closing)
         (self.env if verdict.outcome is Outcome.ENV_FAULT else self.real).add(verdict)
 
     def _summary(self, evidence: Evidence, hit: _Hit | None) -> None:
@@ -349,7 +458,8 @@ class _LogJudge:
         process = self.process
         if process.failure and not process.fatal and not self.env.count:
             # a crash or assertion outside any test, with no fatal signature anywhere to explain it
-            self.real.add(replace(process.verdict(), message=f"outside any test: {process.failure[0].text}"))
+            message = f"outside any test: {process.failure[0].text}"
+            self.real.add(Verdict(Outcome.FAIL, message=message, evidence=tuple(process.failure[:MAX_EVIDENCE])))
         if self.real.count:
             message = f"{self.real.count} failure(s), first: {self.real.verdicts[0].message}"
             if self.env.count or process.fatal:
@@ -360,24 +470,37 @@ class _LogJudge:
             message = f"{self.env.count} test(s) failed with environment faults; first: {first.message}"
             return replace(first, message=message, evidence=self.env.evidence())
         if process.fatal:
-            return _env_verdict(process.fatal, "environment fault")
+            return _env_verdict(process.fatal, "environment fault", self.causes)
         if self.summary_count:
             fatal = [hit for _, hit in self.summary if hit is not None and hit.signature.fatal]
             if fatal:
-                return _env_verdict(fatal, f"{self.summary_count} test(s) failed")
+                return _env_verdict(fatal, f"{self.summary_count} test(s) failed", self.causes)
             first = self.summary[0][0]
             return Verdict(
                 Outcome.FAIL,
                 message=f"{self.summary_count} test(s) reported failed (no failure details in the log): {first.text}",
                 evidence=tuple(e for e, _ in self.summary)[:MAX_EVIDENCE],
             )
+        if process.waiting is not None and self.exit_code != 0:
+            return _still_waiting(process.waiting, "the run ended" if self.killed is None else "the run was killed")
+        return self._verdict_of_success()
+
+    def _verdict_of_success(self) -> Verdict:
+        """No failure and no environment fault: a success summary, the step's exit code, or no verdict."""
+        exited = f"the step exited {self.exit_code}"
         if self.success is not None:
+            if self.exit_code:  # the log says it passed, the step says it did not: trust the failure
+                return Verdict(Outcome.FAIL, message=f"{exited} although the log reports success: {self.success.text}", evidence=(self.success, *self.context)[:MAX_EVIDENCE])
             return Verdict(Outcome.PASS, message=self.success.text, evidence=(self.success, *self.context)[:MAX_EVIDENCE])
-        return Verdict(
-            Outcome.FAIL,
-            message="no verdict in log: no success marker, no failure and no environment signature",
-            evidence=tuple(self.context),
-        )
+        killed = (self.killed,) if self.killed else ()
+        if self.exit_code == 0:
+            return Verdict(Outcome.PASS, message=f"{exited}, and the log shows no failure and no environment fault (no summary in it)", evidence=tuple(self.context))
+        why = "no success marker, no failure and no environment signature"
+        if self.killed is not None:
+            why += f"; the run was killed: {self.killed.text}"
+        if self.exit_code is not None:
+            why += f"; {exited}"
+        return Verdict(Outcome.FAIL, message=f"no verdict in log: {why}", evidence=(*killed, *self.context)[:MAX_EVIDENCE])
 
 
 class _Scanner:
@@ -433,8 +556,8 @@ class _Scanner:
         self.line += buf.count(b"\n", position, end)
 
 
-def _judge(candidates: Iterable[tuple[int, bytes]], patterns: PatternSet) -> Verdict:
-    judge = _LogJudge()
+def _judge(candidates: Iterable[tuple[int, bytes]], patterns: PatternSet, exit_code: int | None = None) -> Verdict:
+    judge = _LogJudge(exit_code)
     for number, raw in candidates:
         text = raw.decode("utf-8", "replace").rstrip("\r")
         judge.line(number, text, patterns.match(text, raw))
@@ -448,32 +571,34 @@ def _candidates(chunks: Iterable[bytes], patterns: PatternSet) -> Iterator[tuple
     yield from scanner.finish()
 
 
-def _judge_chunks(chunks: Iterable[bytes], catalog: Catalog | None) -> Verdict:
+def _judge_chunks(chunks: Iterable[bytes], catalog: Catalog | None, exit_code: int | None) -> Verdict:
     patterns = _patterns(catalog or default_catalog())
-    return _judge(_candidates(chunks, patterns), patterns)
+    return _judge(_candidates(chunks, patterns), patterns, exit_code)
 
 
-def classify_stream(stream: BinaryIO, catalog: Catalog | None = None) -> Verdict:
+def classify_stream(stream: BinaryIO, catalog: Catalog | None = None, exit_code: int | None = None) -> Verdict:
     """Classify a log read from a binary stream, in big chunks and constant memory. A big
-    regular file is scanned by all CPUs (see the module documentation)."""
+    regular file is scanned by all CPUs (see the module documentation). ``exit_code`` is the
+    exit status of the step that wrote the log, when known: it decides a log that states no
+    verdict of its own, and a non-zero one overrides a success summary."""
     workers = _parallel_workers(stream)
     if workers > 1:
-        return _classify_in_parallel(stream, _patterns(catalog or default_catalog()), workers)
-    return _judge_chunks(iter(lambda: stream.read(_CHUNK), b""), catalog)
+        return _classify_in_parallel(stream, _patterns(catalog or default_catalog()), workers, exit_code)
+    return _judge_chunks(iter(lambda: stream.read(_CHUNK), b""), catalog, exit_code)
 
 
-def classify_file(path: str | Path, catalog: Catalog | None = None) -> Verdict:
+def classify_file(path: str | Path, catalog: Catalog | None = None, exit_code: int | None = None) -> Verdict:
     """Classify a log file (the fast path for big logs). Raises OSError if it can't be read."""
     with open(path, "rb") as stream:
-        return classify_stream(stream, catalog)
+        return classify_stream(stream, catalog, exit_code)
 
 
-def classify_log(lines: Iterable[str], catalog: Catalog | None = None) -> Verdict:
+def classify_log(lines: Iterable[str], catalog: Catalog | None = None, exit_code: int | None = None) -> Verdict:
     """Classify a log given as lines (with or without their newlines), consumed once.
 
     Line numbers count newlines: an item that itself contains newlines counts as several lines.
     """
-    return _judge_chunks(_batches(lines), catalog)
+    return _judge_chunks(_batches(lines), catalog, exit_code)
 
 
 def _batches(lines: Iterable[str]) -> Iterator[bytes]:
@@ -521,8 +646,8 @@ def _parallel_workers(stream: BinaryIO) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _classify_in_parallel(stream: BinaryIO, patterns: PatternSet, workers: int) -> Verdict:
-    verdict = _judge(_parallel_candidates(stream.fileno(), stream.tell(), patterns, workers), patterns)
+def _classify_in_parallel(stream: BinaryIO, patterns: PatternSet, workers: int, exit_code: int | None) -> Verdict:
+    verdict = _judge(_parallel_candidates(stream.fileno(), stream.tell(), patterns, workers), patterns, exit_code)
     stream.seek(0, os.SEEK_END)  # consumed, as by the single-process reader
     return verdict
 

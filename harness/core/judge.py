@@ -6,7 +6,8 @@ gets the same verdict.
 - A command's exit status says pass or fail; its log can only say the environment broke:
   exit 0 is a pass unless the log carries a fatal environment signature; a non-zero exit is
   what the log shows (a real failure or an environment fault), else a plain failure.
-- A timeout is ``env_fault/timeout``, unless the log shows a device hang, which says more.
+- A timeout is ``env_fault/timeout``, unless the log shows an environment fault, which says
+  more: a device hang, or a wait (a card lock another process holds) that never ended.
 - A gtest/pytest run that wrote no report: what its log shows; a log showing nothing wrong is
   the harness's problem (``error/artifact``), never a pass.
 """
@@ -16,11 +17,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from harness.core.classifier import classify_log
-from harness.core.outcomes import EnvCategory, HarnessErrorKind, Outcome, Verdict
+from harness.core.outcomes import HarnessErrorKind, Outcome, Verdict
 
 
 def judge_log(lines: Iterable[str], exit_status: int | None) -> Verdict:
-    logged = classify_log(lines)
+    logged = classify_log(lines, exit_code=exit_status)
     if logged.outcome is Outcome.ENV_FAULT:
         return logged
     if exit_status == 0:
@@ -31,11 +32,10 @@ def judge_log(lines: Iterable[str], exit_status: int | None) -> Verdict:
 
 
 def after_timeout(timed_out: Verdict, lines: Iterable[str]) -> Verdict:
-    """A timed-out check: a device-hang signature in its log beats "it took too long"."""
+    """A timed-out check: an environment fault its log shows (a device hang, a lock wait that
+    never ended) beats "it took too long"."""
     logged = classify_log(lines)
-    if logged.outcome is Outcome.ENV_FAULT and logged.category is EnvCategory.DEVICE_HANG:
-        return logged
-    return timed_out
+    return logged if logged.outcome is Outcome.ENV_FAULT else timed_out
 
 
 def without_report(kind: str, report: str, lines: Iterable[str], exit_status: int | None) -> Verdict:

@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 from harness.core.outcomes import CaseResult, Outcome, SuiteResult
 
 # The outcome a cell names when a check's cases differ: the one that most needs a person.
-_PRECEDENCE = (
+PRECEDENCE = (
     Outcome.ERROR, Outcome.FAIL, Outcome.XPASS, Outcome.ENV_FAULT,
     Outcome.FLAKY, Outcome.XFAIL, Outcome.PASS, Outcome.SKIP,
 )
@@ -18,16 +18,28 @@ _WORDS = {Outcome.FAIL: "FAIL", Outcome.ERROR: "ERROR", Outcome.XPASS: "XPASS", 
 
 def cell(cases: Sequence[CaseResult]) -> str:
     """One check on one host: ``pass``, ``FAIL 7/7``, ``known bug``, ``env_fault/hugepages``..."""
-    if not cases:
+    return cell_word([(case.outcome, str(case.verdict.category) if case.verdict.category else None) for case in cases])
+
+
+def worst_outcome(outcomes: Iterable[Outcome]) -> Outcome | None:
+    """The outcome a cell of these outcomes is named after (None for no outcome at all)."""
+    seen = set(outcomes)
+    return next((outcome for outcome in PRECEDENCE if outcome in seen), None)
+
+
+def cell_word(verdicts: Sequence[tuple[Outcome, str | None]]) -> str:
+    """The word for a cell of ``(outcome, category)`` pairs: the terminal matrix's and the HTML
+    report's, so both name a cell the same way."""
+    if not verdicts:
         return "-"
-    outcomes = Counter(case.outcome for case in cases)
-    worst = next(outcome for outcome in _PRECEDENCE if outcomes[outcome])
+    outcomes = Counter(outcome for outcome, _ in verdicts)
+    worst = next(outcome for outcome in PRECEDENCE if outcomes[outcome])
     word = _WORDS.get(worst, worst.value)
     if worst is Outcome.ENV_FAULT:
-        categories = sorted({str(c.verdict.category) for c in cases if c.outcome is Outcome.ENV_FAULT and c.verdict.category})
+        categories = sorted({category for outcome, category in verdicts if outcome is Outcome.ENV_FAULT and category})
         word = f"env_fault/{','.join(categories)}" if categories else word
-    if outcomes[worst] != len(cases):
-        word += f" {outcomes[worst]}/{len(cases)}"
+    if outcomes[worst] != len(verdicts):
+        word += f" {outcomes[worst]}/{len(verdicts)}"
     return word
 
 

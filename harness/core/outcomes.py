@@ -209,6 +209,9 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_ENV_FAULT = 3
+# `harness run` only: another live run of the same job holds the output folder's run lock, so
+# nothing ran (not 1 or 3: no test said anything; a scheduler can tell "try later" apart).
+EXIT_LOCKED = 4
 
 _FAILING = frozenset({Outcome.FAIL, Outcome.XPASS, Outcome.ERROR})
 

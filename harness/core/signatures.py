@@ -3,9 +3,17 @@
 ``configs/signatures.yaml`` lists one entry per string a driver, runtime or tool prints when
 the environment (not the code under test) is at fault: ``id`` (a stable slug that reports and
 dashboards key on), ``category`` (an :class:`EnvCategory` slug), ``severity`` (``fatal``: the
-run cannot be trusted; ``warning``: context only, it never decides an outcome), ``pattern``
-(a Python regex), ``source`` (where the verbatim string comes from) and ``example`` (the
-verbatim string itself; the loader checks that the pattern matches it).
+run cannot be trusted; ``warning``: context only, it never decides an outcome; ``wait``: a
+progress line printed while waiting for a device lock or a link, context unless the run ends
+still waiting), ``pattern`` (a Python regex), ``source`` (where the verbatim string comes from)
+and ``example`` (the verbatim string itself; the loader checks that the pattern matches it).
+Optional ``symptom_of`` lists the categories of causes the fatal string is a symptom of: when an
+earlier line names one of them, the verdict follows that cause. Optional ``explains_crash``
+(warnings only) marks a warning that is a failure in itself (a hugepage mapping that failed):
+a crash that follows it in the same test, with no other failure between, is its fault.
+Optional ``cause_follows`` (fatal only) marks a tool's wrapper line that prints the cause on
+the lines after it (tt-smi's ``Error in detecting devices!``): a fatal line after it names the
+fault, and the wrapper names it only when none does.
 
 Matching many regexes against multi-GB logs is done by :class:`PatternSet`: every pattern
 must contain a literal of at least :data:`MIN_ANCHOR` characters that any match includes
@@ -42,12 +50,13 @@ MIN_ANCHOR = 4  # shorter literals would make nearly every line a candidate
 MAX_ANCHOR = 24  # longer anchors in the one combined search cost comparisons, filter no better
 MAX_FIND = 64  # an anchor searched on its own: the longer, the faster bytes.find skips
 
-_SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 class Severity(str, enum.Enum):
     FATAL = "fatal"
     WARNING = "warning"
+    WAIT = "wait"
 
     def __str__(self) -> str:
         return self.value
@@ -64,10 +73,17 @@ class Signature:
     source: str
     example: str
     where: str = ""  # path:line of the entry in the catalog, for messages
+    symptom_of: tuple[EnvCategory, ...] = ()  # causes an earlier line may name, most specific first
+    explains_crash: bool = False  # a warning that makes a crash after it an env fault
+    cause_follows: bool = False  # a wrapper line: a fatal line after it names the fault
 
     @property
     def fatal(self) -> bool:
         return self.severity is Severity.FATAL
+
+    @property
+    def wait(self) -> bool:
+        return self.severity is Severity.WAIT
 
 
 @dataclass(frozen=True)
@@ -124,10 +140,10 @@ def load_catalog(path: str | Path) -> Catalog:
 
 
 def _entry(node: Node) -> Signature:
-    fields = Fields(node, "signature", required=_ENTRY_KEYS)
+    fields = Fields(node, "signature", required=_ENTRY_KEYS, optional=("symptom_of", "explains_crash", "cause_follows"))
     id_node = fields.req("id")
     signature_id = id_node.as_str("signature id")
-    if not _SLUG.match(signature_id):
+    if not SLUG.match(signature_id):
         raise id_node.fail(f"signature id {signature_id!r} must be a lowercase slug like 'umd-no-chips'")
     category = EnvCategory(fields.req("category").as_choice("category", tuple(c.value for c in EnvCategory)))
     severity = Severity(fields.req("severity").as_choice("severity", tuple(s.value for s in Severity)))
@@ -141,10 +157,23 @@ def _entry(node: Node) -> Signature:
         anchors(pattern)
     except ValueError as exc:
         raise pattern_node.fail(str(exc)) from None
-    example_node = fields.req("example")
-    example = example_node.as_str("example")
-    if not pattern.search(example):
-        raise example_node.fail(f"pattern of {signature_id!r} does not match its own example")
+    example = checked_example(fields, pattern, signature_id)
+    symptom_of: tuple[EnvCategory, ...] = ()
+    if (causes := fields.opt("symptom_of")) is not None:
+        choices = tuple(c.value for c in EnvCategory)
+        symptom_of = tuple(EnvCategory(item.as_choice("each item of symptom_of", choices)) for item in causes.as_list("symptom_of"))
+        if severity is not Severity.FATAL:
+            raise causes.fail("symptom_of is for fatal entries: a warning or a wait never decides")
+    explains_crash = False
+    if (explains := fields.opt("explains_crash")) is not None:
+        explains_crash = explains.as_bool("explains_crash")
+        if explains_crash and severity is not Severity.WARNING:
+            raise explains.fail("explains_crash is for warnings: a fatal entry decides by itself")
+    cause_follows = False
+    if (follows := fields.opt("cause_follows")) is not None:
+        cause_follows = follows.as_bool("cause_follows")
+        if cause_follows and severity is not Severity.FATAL:
+            raise follows.fail("cause_follows is for fatal entries")
     return Signature(
         id=signature_id,
         category=category,
@@ -153,7 +182,19 @@ def _entry(node: Node) -> Signature:
         source=fields.req("source").as_str("source"),
         example=example,
         where=f"{node.path}:{node.line}",
+        symptom_of=symptom_of,
+        explains_crash=explains_crash,
+        cause_follows=cause_follows,
     )
+
+
+def checked_example(fields: Fields, pattern: re.Pattern[str], entry_id: str) -> str:
+    """The entry's verbatim example, checked against its own pattern."""
+    node = fields.req("example")
+    example = node.as_str("example")
+    if not pattern.search(example):
+        raise node.fail(f"pattern of {entry_id!r} does not match its own example")
+    return example
 
 
 # ---------------------------------------------------------------------------------------------
