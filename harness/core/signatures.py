@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 MIN_ANCHOR = 4  # shorter literals would make nearly every line a candidate
 MAX_ANCHOR = 24  # longer anchors in the one combined search cost comparisons, filter no better
 MAX_FIND = 64  # an anchor searched on its own: the longer, the faster bytes.find skips
+MAX_AUTOMATON_ANCHOR = 32  # selective enough; longer ones only grow the automaton
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -213,24 +214,32 @@ def _rare(char: str) -> bool:
     return char not in _COMMON
 
 
-def _best_cut(literal: str) -> tuple[tuple[bool, int], str] | None:
+def _best_cut(literal: str, longest: bool = False) -> tuple[tuple, str] | None:
     """The best anchor inside one literal, with its score (any substring of a required literal
-    is required too): starting with a rare character first, then longer."""
-    best: tuple[tuple[bool, int], str] | None = None
+    is required too): for the pure-Python search, starting with a rare character first, then
+    longer; for the automaton (``longest``), longer first: it searches every anchor in the one
+    pass whatever its first character, and a short anchor like ``Device `` makes a fifth of a
+    tt-metal log's lines candidates."""
+    best: tuple[tuple, str] | None = None
     for start in range(len(literal) - MIN_ANCHOR + 1):
         rare = _rare(literal[start])
-        cut = literal[start : start + (MAX_ANCHOR if rare else MAX_FIND)]
-        if best is None or (rare, len(cut)) > best[0]:
-            best = ((rare, len(cut)), cut)
+        if longest:
+            cut = literal[start : start + MAX_AUTOMATON_ANCHOR]
+            score: tuple = (len(cut), rare)
+        else:
+            cut = literal[start : start + (MAX_ANCHOR if rare else MAX_FIND)]
+            score = (rare, len(cut))
+        if best is None or score > best[0]:
+            best = (score, cut)
     return best
 
 
-def _choose(options: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+def _choose(options: list[tuple[str, ...]], longest: bool = False) -> tuple[str, ...] | None:
     """Of several alternative anchor sets (each: any match contains one of its literals),
     the one whose weakest literal makes the best anchor."""
-    best: tuple[tuple[bool, int], tuple[str, ...]] | None = None
+    best: tuple[tuple, tuple[str, ...]] | None = None
     for option in options:
-        cuts = [_best_cut(literal) for literal in option]
+        cuts = [_best_cut(literal, longest) for literal in option]
         if any(cut is None for cut in cuts):
             continue
         score = min(cut[0] for cut in cuts)  # type: ignore[index]
@@ -248,7 +257,7 @@ _REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | (
 _NEWLINE = ord("\n")  # never in an anchor: lines are searched, and no line holds one
 
 
-def _options(items) -> list[tuple[str, ...]]:
+def _options(items, longest: bool = False) -> list[tuple[str, ...]]:
     """Anchor sets of a parsed regex sequence: each a tuple of literals of which every match
     contains at least one."""
     options: list[tuple[str, ...]] = []
@@ -271,17 +280,17 @@ def _options(items) -> list[tuple[str, ...]]:
             else:
                 flush()
                 if low >= 1:
-                    options.extend(_options(sub))
+                    options.extend(_options(sub, longest))
         else:
             flush()
             if op is _sre.SUBPATTERN:
                 _group, add_flags, _del_flags, sub = av
                 if not add_flags & re.IGNORECASE:
-                    options.extend(_options(sub))
+                    options.extend(_options(sub, longest))
             elif op is getattr(_sre, "ATOMIC_GROUP", None):
-                options.extend(_options(av))
+                options.extend(_options(av, longest))
             elif op is _sre.BRANCH:
-                chosen = [_choose(_options(branch)) for branch in av[1]]
+                chosen = [_choose(_options(branch, longest), longest) for branch in av[1]]
                 if all(chosen):
                     options.append(tuple(sorted({lit for branch in chosen for lit in branch})))  # type: ignore[union-attr]
     flush()
@@ -289,12 +298,14 @@ def _options(items) -> list[tuple[str, ...]]:
 
 
 @functools.lru_cache(maxsize=1024)  # the loader checks them, the PatternSet uses them: parse once
-def anchors(pattern: re.Pattern[str]) -> tuple[str, ...]:
+def anchors(pattern: re.Pattern[str], longest: bool = False) -> tuple[str, ...]:
     """Literals of which every match of ``pattern`` contains at least one (the prefilter's
-    needles). Raises ValueError for a pattern without a usable literal."""
+    needles), chosen for the pure-Python search, or with ``longest`` for the automaton (see
+    :func:`_best_cut`; either way a pattern has some or none). Raises ValueError for a pattern
+    without a usable literal."""
     if pattern.flags & re.IGNORECASE:
         raise ValueError("case-insensitive patterns are not supported: write the verbatim case, e.g. PCI[eE]")
-    chosen = _choose(_options(_sre.parse(pattern.pattern, pattern.flags)))
+    chosen = _choose(_options(_sre.parse(pattern.pattern, pattern.flags), longest), longest)
     if chosen is None:
         raise ValueError(
             f"pattern needs a literal of at least {MIN_ANCHOR} characters that every match contains "
@@ -329,12 +340,14 @@ class PatternSet(Generic[K]):
 
     def __init__(self, patterns: Sequence[tuple[K, re.Pattern[str]]], engine: str | None = None):
         self._patterns = tuple(patterns)
+        automaton = _automaton_module(engine)
         by_anchor: dict[bytes, set[int]] = {}
         for index, (_, pattern) in enumerate(self._patterns):
-            for anchor in anchors(pattern):
+            for anchor in anchors(pattern, longest=automaton is not None):
                 by_anchor.setdefault(anchor.encode("utf-8"), set()).add(index)
         self._by_anchor = by_anchor
-        self._automaton = _automaton(sorted(by_anchor), engine)
+        words = sorted(by_anchor)
+        self._automaton = (automaton.BytesAhoCorasick(words), words) if automaton is not None and words else None
         if self._automaton is not None:
             automaton, words = self._automaton
             self._ids = tuple(tuple(sorted(by_anchor[word])) for word in words)  # anchor number -> patterns
@@ -438,14 +451,14 @@ def _dfa(words: list[bytes]):
     return ahocorasick_rs.BytesAhoCorasick(words, implementation=ahocorasick_rs.Implementation.DFA)
 
 
-def _automaton(words: list[bytes], engine: str | None):
-    """(automaton, words) for the ``automaton`` engine, or None for the Python one. An engine
-    asked for by name must be there; ``$TT_HARNESS_PREFILTER`` (a knob for tests and
-    benchmarks) is only a preference."""
+def _automaton_module(engine: str | None):
+    """The ``ahocorasick_rs`` module for the ``automaton`` engine, or None for the Python one.
+    An engine asked for by name must be there; ``$TT_HARNESS_PREFILTER`` (a knob for tests
+    and benchmarks) is only a preference."""
     if engine is not None and engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     wanted = engine or os.environ.get(PREFILTER_ENV, "auto")
-    if wanted == "python" or not words:
+    if wanted == "python":
         return None
     try:
         import ahocorasick_rs
@@ -453,7 +466,7 @@ def _automaton(words: list[bytes], engine: str | None):
         if engine == "automaton":
             raise
         return None
-    return ahocorasick_rs.BytesAhoCorasick(words), words
+    return ahocorasick_rs
 
 
 def _stop_order(byte: int) -> tuple[int, int]:
