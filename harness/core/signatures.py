@@ -220,15 +220,18 @@ def _best_cut(literal: str, longest: bool = False) -> tuple[tuple, str] | None:
     longer; for the automaton (``longest``), longer first: it searches every anchor in the one
     pass whatever its first character, and a short anchor like ``Device `` makes a fifth of a
     tt-metal log's lines candidates."""
+    if len(literal) < MIN_ANCHOR:
+        return None
+    if longest:  # the first of the longest cuts that starts with a rare character, else the first
+        width = min(MAX_AUTOMATON_ANCHOR, len(literal))
+        starts = range(len(literal) - width + 1)
+        start = next((start for start in starts if _rare(literal[start])), None)
+        return ((width, True), literal[start : start + width]) if start is not None else ((width, False), literal[:width])
     best: tuple[tuple, str] | None = None
     for start in range(len(literal) - MIN_ANCHOR + 1):
         rare = _rare(literal[start])
-        if longest:
-            cut = literal[start : start + MAX_AUTOMATON_ANCHOR]
-            score: tuple = (len(cut), rare)
-        else:
-            cut = literal[start : start + (MAX_ANCHOR if rare else MAX_FIND)]
-            score = (rare, len(cut))
+        cut = literal[start : start + (MAX_ANCHOR if rare else MAX_FIND)]
+        score = (rare, len(cut))
         if best is None or score > best[0]:
             best = (score, cut)
     return best
@@ -268,7 +271,7 @@ def _options(items, longest: bool = False) -> list[tuple[str, ...]]:
             options.append(("".join(run),))
             run.clear()
 
-    for op, av in items:
+    for op, av in getattr(items, "data", items):  # a SubPattern's list: its __getitem__ is slow
         if op is _sre.LITERAL and av != _NEWLINE:
             run.append(chr(av))
         elif op in _REPEATS:
@@ -297,7 +300,12 @@ def _options(items, longest: bool = False) -> list[tuple[str, ...]]:
     return options
 
 
-@functools.lru_cache(maxsize=1024)  # the loader checks them, the PatternSet uses them: parse once
+@functools.lru_cache(maxsize=1024)  # the loader checks anchors, the PatternSet picks its own: parse once
+def _parsed(pattern: re.Pattern[str]):
+    return _sre.parse(pattern.pattern, pattern.flags)
+
+
+@functools.lru_cache(maxsize=1024)
 def anchors(pattern: re.Pattern[str], longest: bool = False) -> tuple[str, ...]:
     """Literals of which every match of ``pattern`` contains at least one (the prefilter's
     needles), chosen for the pure-Python search, or with ``longest`` for the automaton (see
@@ -305,7 +313,7 @@ def anchors(pattern: re.Pattern[str], longest: bool = False) -> tuple[str, ...]:
     without a usable literal."""
     if pattern.flags & re.IGNORECASE:
         raise ValueError("case-insensitive patterns are not supported: write the verbatim case, e.g. PCI[eE]")
-    chosen = _choose(_options(_sre.parse(pattern.pattern, pattern.flags), longest), longest)
+    chosen = _choose(_options(_parsed(pattern), longest), longest)
     if chosen is None:
         raise ValueError(
             f"pattern needs a literal of at least {MIN_ANCHOR} characters that every match contains "
