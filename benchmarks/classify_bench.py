@@ -1,6 +1,11 @@
-"""Throughput and peak memory of the log classifier on big, realistic logs.
+"""Throughput and peak memory of the log classifier on big, realistic logs, against grep.
 
-    python benchmarks/classify_bench.py [--sizes-mb 100,1000] [--repeat 3]
+    python benchmarks/classify_bench.py [--sizes-mb 500] [--repeat 3] [--engine auto|automaton|python]
+
+The headline (issue 10: "classify within 5x grep"): ``harness classify LOG`` end to end, start-up
+included, against ``grep -c -E`` with five catalog strings over the same file, run in turn in the
+same loop (so load from other work falls on both alike); medians of wall and of CPU time (the
+process and its workers), and their ratios.
 
 For each size it writes a log to a temp dir, streamed (never held in memory): tt-logger lines in
 the real format, gtest RUN/OK blocks, an occasional hugepage warning, and near the end one test
@@ -20,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import time
 import random
 import statistics
 import subprocess
@@ -122,6 +130,52 @@ print(json.dumps({
 """
 
 
+# Five verbatim catalog strings (metal-no-chips, umd-insufficient-hugepages,
+# umd-bind-area-numa, umd-pcie-read-ffffffff, metal-noc-hung), as an ERE.
+GREP_PATTERN = (
+    r"No chips detected in the cluster|Insufficient NumHugepages|bind_area_to_memory_nodeset\(\) failed|"
+    r"Read 0xffffffff from PCIE|NOC0 appears hung"
+)
+
+
+def _harness() -> list[str]:
+    script = Path(sys.executable).parent / "harness"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "harness"]
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: workers too
+    return used.ru_utime + used.ru_stime
+
+
+def _timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    cpu = _children_cpu()
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    return time.perf_counter() - start, _children_cpu() - cpu, done
+
+
+def against_grep(path: Path, fatal_line: int, repeat: int) -> bool:
+    """`harness classify` and `grep -c -E` in turn; prints medians and ratios; True if right."""
+    grep, classify = [], []
+    right = True
+    for _ in range(repeat):
+        wall, cpu, done = _timed(["grep", "-c", "-E", GREP_PATTERN, str(path)])
+        grep.append((wall, cpu))
+        wall, cpu, done = _timed([*_harness(), "classify", str(path)])
+        classify.append((wall, cpu))
+        right &= done.returncode == 3 and f"    {fatal_line}: " in done.stdout  # env_fault, the fatal line
+    gw, gc = (statistics.median(x[i] for x in grep) for i in (0, 1))
+    cw, cc = (statistics.median(x[i] for x in classify) for i in (0, 1))
+    size = path.stat().st_size / _MB
+    print(
+        f"{size:8.0f} MB  grep -c -E (5 strings)  {gw:6.2f} s wall {gc:6.2f} s CPU   "
+        f"harness classify  {cw:6.2f} s wall {cc:6.2f} s CPU   "
+        f"ratio {cw / gw:5.2f}x wall, {cc / gc:5.2f}x CPU (target: within 5x)  verdict {'ok' if right else 'WRONG'}"
+    )
+    return right
+
+
 def _child(mode: str, path: Path) -> dict:
     done = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
@@ -129,10 +183,14 @@ def _child(mode: str, path: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes-mb", default="100,1000", help="log sizes in MB, comma-separated")
+    parser.add_argument("--sizes-mb", default="500", help="log sizes in MB, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lines-api", action="store_true", help="also time classify_log over text lines")
+    parser.add_argument("--engine", choices=("auto", "automaton", "python"), default="auto", help="anchor search engine")
+    parser.add_argument("--no-details", action="store_true", help="only the comparison with grep")
     args = parser.parse_args()
+    os.environ["TT_HARNESS_PREFILTER"] = args.engine  # read by every child
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; engine {args.engine}")
     baseline = _child("none", Path("/dev/null"))["max_rss_kb"]
     print(f"baseline child (interpreter + imports): peak RSS {baseline / 1024:.1f} MiB")
     failed = False
@@ -141,7 +199,8 @@ def main() -> int:
             path = Path(tmp) / f"log-{size_mb}MB.log"
             fatal_line = write_log(path, size_mb * _MB)
             actual = path.stat().st_size
-            modes = ("file", "lines") if args.lines_api else ("file",)
+            failed |= not against_grep(path, fatal_line, args.repeat)
+            modes = () if args.no_details else ("file", "lines") if args.lines_api else ("file",)
             for mode in modes:
                 runs = [_child(mode, path) for _ in range(args.repeat)]
                 rate = statistics.median(actual / _MB / run["seconds"] for run in runs)

@@ -54,3 +54,55 @@ def test_the_history_imports_only_core():
     """harness/history stores and reads runs; it runs nothing and needs no SSH or Docker."""
     assert loaded_by("harness.history.store, harness.history.schema",
                      ("docker", "paramiko", "harness.execution", "harness.orchestration", "harness.cli", "harness.lab")) == ""
+
+
+# What each quick command must not load on its way to a result (start-up, issue 10): the Docker
+# and SSH stacks, typer's pydantic coercion (typer >= 0.29), the other commands, and per
+# command what it has no use for. Measured by running the command itself in a fresh interpreter.
+_HEAVY = ("docker", "paramiko", "requests", "pydantic", "sqlalchemy", "harness.execution", "harness.orchestration", "harness.lab.sim")
+_OTHER_COMMANDS = ("harness.cli.build", "harness.cli.run", "harness.cli.hosts", "harness.cli.lab", "harness.cli.cleanup")
+QUICK_COMMANDS = {
+    "classify": (
+        ["classify", "tests/data/logs/{log}"],
+        _HEAVY + _OTHER_COMMANDS + ("harness.cli.validate", "harness.cli.order_check", "harness.mlir", "defusedxml",
+                                    "multiprocessing", "harness.core.spec", "harness.core.hostfacts"),
+    ),
+    "order-check": (
+        ["order-check", "tests/data/mlir/{mlir}"],
+        _HEAVY + _OTHER_COMMANDS + ("harness.cli.validate", "harness.cli.classify", "yaml", "harness.core.classifier",
+                                    "harness.core.signatures", "defusedxml", "multiprocessing"),
+    ),
+    "validate": (
+        ["validate", "jobs/nightly.yaml"],
+        _HEAVY + _OTHER_COMMANDS + ("harness.cli.classify", "harness.cli.order_check", "harness.mlir",
+                                    "harness.core.classifier", "defusedxml", "multiprocessing",
+                                    # a job spec needs none of the other kinds' loaders
+                                    "harness.core.signatures", "harness.core.hostfacts", "harness.core.inventory",
+                                    "harness.core.invocation", "harness.lab"),
+    ),
+}
+
+
+def _first(folder: str, suffix: str) -> str:
+    from tests.paths import REPO
+
+    return sorted(p.name for p in (REPO / "tests" / "data" / folder).iterdir() if p.suffix == suffix)[0]
+
+
+@pytest.mark.parametrize("command", sorted(QUICK_COMMANDS))
+def test_a_quick_command_loads_only_what_it_needs(command):
+    from tests.paths import REPO
+
+    argv, forbidden = QUICK_COMMANDS[command]
+    argv = [arg.format(log=_first("logs", ".log"), mlir=_first("mlir", ".mlir")) for arg in argv]
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['harness', *{argv!r}]\n"
+        "from harness.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "sys.stdout = sys.__stdout__\n"
+        f"print('LOADED', ','.join(sorted(m for m in sys.modules if any(m == p or m.startswith(p + '.') for p in {forbidden!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert "LOADED" in done.stdout, done.stderr
+    assert done.stdout.split("LOADED", 1)[1].strip() == ""

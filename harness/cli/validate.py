@@ -10,16 +10,13 @@ import typer
 from harness.cli.app import app
 from harness.cli.common import fail_input, print_json, print_problems, usage_error
 from harness.core.errors import InputError, Problem
-from harness.core.inventory import load_inventory
-from harness.core.invocation import docker_run_argv, quoted
 from harness.core.outcomes import EXIT_OK, EXIT_USAGE
-from harness.core.hostfacts import load_preflight_config
 from harness.core.profiles import default_boards, load_boards, load_profiles
-from harness.core.signatures import load_catalog
-from harness.core.summaries import load_summaries
 from harness.core.spec import load_job
 from harness.core.yamlnodes import load_file
-from harness.lab.faults import load_faults
+
+# Each kind's loader is imported when a file of that kind comes up: `harness validate job.yaml`
+# from a hook should not pay for the inventory, preflight, signature and lab-fault modules.
 
 
 def _job(path: Path) -> str:
@@ -29,6 +26,7 @@ def _job(path: Path) -> str:
 
 
 def _inventory(path: Path) -> str:
+    from harness.core.inventory import load_inventory
     from harness.execution.connect import Connections  # SSH: only for an inventory
 
     inventory = load_inventory(path)
@@ -37,6 +35,8 @@ def _inventory(path: Path) -> str:
 
 
 def _thresholds(path: Path) -> str:
+    from harness.core.hostfacts import load_preflight_config
+
     load_preflight_config(str(path), default_boards())
     return "preflight thresholds"
 
@@ -45,15 +45,33 @@ def _named(what: str, load: Callable[[str], Mapping]) -> Callable[[Path], str]:
     return lambda path: f"{what}: {', '.join(load(str(path)))}"
 
 
+def _signatures(path: Path) -> str:
+    from harness.core.signatures import load_catalog
+
+    return f"signatures: {len(load_catalog(path).signatures)} entries"
+
+
+def _summaries(path: Path) -> str:
+    from harness.core.summaries import load_summaries
+
+    return f"summaries: {len(load_summaries(path))} entries"
+
+
+def _faults(path: str) -> Mapping:
+    from harness.lab.faults import load_faults
+
+    return load_faults(path)
+
+
 # What each kind of file is known by (a top-level key), and how it is checked.
 KINDS: tuple[tuple[str, str, Callable[[Path], str]], ...] = (
     ("checks", "a job spec", _job),
     ("hosts", "an inventory", _inventory),
     ("profiles", "a profile catalog", _named("profiles", load_profiles)),
     ("boards", "a board catalog", _named("boards", load_boards)),
-    ("signatures", "a signature catalog", lambda path: f"signatures: {len(load_catalog(path).signatures)} entries"),
-    ("summaries", "a summary catalog", lambda path: f"summaries: {len(load_summaries(path))} entries"),
-    ("faults", "a lab fault catalog", _named("lab faults", load_faults)),
+    ("signatures", "a signature catalog", _signatures),
+    ("summaries", "a summary catalog", _summaries),
+    ("faults", "a lab fault catalog", _named("lab faults", _faults)),
     ("kmd_minimum", "preflight thresholds", _thresholds),
 )
 
@@ -105,6 +123,7 @@ def render(
     as_json: bool = typer.Option(False, "--json", help='Print {"checks": [{"name", "docker_build", "docker_run"}]}.'),
 ) -> None:
     """Print, per check, the exact `docker build` and `docker run` argv, shell-quoted."""
+    from harness.core.invocation import docker_run_argv, quoted
     from harness.execution.images import ImageError, docker_build_argv, image_tag  # Docker: only here
 
     try:

@@ -514,31 +514,45 @@ class _Scanner:
 
     def feed(self, data: bytes) -> Iterator[tuple[int, bytes]]:
         """The (line number, raw bytes) of each candidate line completed by ``data``."""
-        buf = self.carry + data if self.carry else data
-        cut = buf.rfind(b"\n") + 1
-        if cut == 0:
-            if len(buf) < _MAX_LINE:
-                self.carry = buf
+        start = 0
+        if self.carry:
+            first = data.find(b"\n")
+            if first == -1:
+                yield from self._unfinished(self.carry + data)
                 return
-            # an overlong line: match this piece, and again its tail with the next piece
-            yield from self._lines(buf, len(buf))
-            self.carry = buf[-(_MAX_LINE // 4) :]
+            # The carried line ends in `data`: search it on its own rather than copy the chunk
+            # behind it (the same lines, numbered the same, as searching `carry + data`).
+            head = self.carry + data[: first + 1]
+            yield from self._lines(head, 0, len(head))
+            start = first + 1
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            yield from self._unfinished(data)
             return
-        yield from self._lines(buf, cut)
-        self.carry = buf[cut:]
+        yield from self._lines(data, start, cut)
+        self.carry = data[cut:]
+
+    def _unfinished(self, buf: bytes) -> Iterator[tuple[int, bytes]]:
+        """``buf`` holds no newline: carry it over, or match an overlong line's piece."""
+        if len(buf) < _MAX_LINE:
+            self.carry = buf
+            return
+        # an overlong line: match this piece, and again its tail with the next piece
+        yield from self._lines(buf, 0, len(buf))
+        self.carry = buf[-(_MAX_LINE // 4) :]
 
     def finish(self) -> Iterator[tuple[int, bytes]]:
         """The last line, if the log does not end with a newline."""
         if self.carry:
-            yield from self._lines(self.carry, len(self.carry))
+            yield from self._lines(self.carry, 0, len(self.carry))
 
-    def _lines(self, buf: bytes, end: int) -> Iterator[tuple[int, bytes]]:
-        # ``buf[:end]`` ends at a line boundary, or is a piece of an overlong line
-        position = 0
-        for start, stop in self.patterns.candidate_lines(buf, 0, end):
-            self.line += buf.count(b"\n", position, start)
-            yield self.line, buf[start:stop]
-            position = start
+    def _lines(self, buf: bytes, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+        # ``buf[start:end]`` starts a line and ends at a line boundary, or is a piece of an overlong line
+        position = start
+        for begin, stop in self.patterns.candidate_lines(buf, start, end):
+            self.line += buf.count(b"\n", position, begin)
+            yield self.line, buf[begin:stop]
+            position = begin
         self.line += buf.count(b"\n", position, end)
 
 

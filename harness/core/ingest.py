@@ -30,9 +30,6 @@ from pathlib import Path
 from xml.sax import SAXParseException
 from xml.sax.handler import ContentHandler
 
-import defusedxml.sax
-from defusedxml import DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
-
 from harness.core.classifier import MAX_EVIDENCE, classify_case
 from harness.core.outcomes import CaseResult, Outcome, Verdict
 from harness.core.signatures import Catalog
@@ -80,6 +77,11 @@ def parse_junit(data: bytes, source: str, catalog: Catalog | None = None) -> tup
     """The test cases of one JUnit XML document; ``source`` names it in errors."""
     if len(data) > MAX_REPORT_BYTES:
         raise IngestError(source, f"report is over {MAX_REPORT_BYTES} bytes; refused")
+    # Only here: defusedxml's SAX reader pulls in urllib and http.client (~30 ms of start-up
+    # for every `harness classify` of a plain log).
+    import defusedxml.sax
+    from defusedxml import DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
+
     handler = _ReportHandler(source, catalog)
     try:
         defusedxml.sax.parseString(data, handler, forbid_dtd=True, forbid_entities=True, forbid_external=True)

@@ -9,6 +9,7 @@ say ``path:line:col``. Duplicate keys and anchors/aliases that could explode are
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -214,6 +215,14 @@ def load_file(path: str | Path) -> Node:
 
 
 def load_text(text: str, path: str) -> Node:
+    root = _compose_fast(text)
+    if root is not None:
+        return _convert(root, path)
+    return _load_reference(text, path)
+
+
+def _load_reference(text: str, path: str) -> Node:
+    """The pure-Python loader: the reference for what is accepted and for every message."""
     try:
         _refuse_aliases(text, path)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -231,6 +240,49 @@ def load_text(text: str, path: str) -> Node:
         return _convert(root, path)
     except RecursionError:
         raise InputError.at(path, 1, 1, "the YAML is nested too deeply (hundreds of levels): specs need a few") from None
+
+
+# libyaml (PyYAML's C extension, in its wheels) composes a document ~15x faster than the pure
+# Python loader: the signature catalog that `harness classify` reads on every call takes ~5 ms
+# instead of ~65 ms. It is used only for what it decides alike: a single document without
+# aliases, nested no deeper than _FAST_DEPTH, that it accepts. Everything else (every error,
+# every alias, a deep or multi-document text) goes the pure-Python way, whose messages and
+# checks stay the reference; tests/test_yamlnodes.py holds the two to the same trees.
+_CLOADER = getattr(yaml, "CSafeLoader", None)
+_FAST_DEPTH = 64  # far deeper than any spec; the C composer recurses without Python's guard
+# What the two loaders read differently, found by tests/test_yamlnodes.py: libyaml accepts a tab
+# after a value and a comment right after a block scalar's `|` or `>`, where PyYAML refuses
+# them; a byte-order mark inside the text, and the Unicode line breaks, move its marks.
+_ODD = re.compile("[\t\ufeff\x85\u2028\u2029]|[|>][-+0-9]*#")
+_OPENS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSES = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+def _compose_fast(text: str) -> yaml.Node | None:
+    """The node graph of ``text`` composed by libyaml, or None when the pure-Python loader
+    must read it (see above)."""
+    if _CLOADER is None or _ODD.search(text):
+        return None
+    depth = documents = 0
+    try:
+        for event in yaml.parse(text, Loader=_CLOADER):  # events: flat, however deep the text
+            if isinstance(event, _OPENS):
+                depth += 1
+                if depth > _FAST_DEPTH:
+                    return None
+            elif isinstance(event, _CLOSES):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                return None
+            elif isinstance(event, yaml.ScalarEvent) and not event.value and event.style not in ("'", '"'):
+                return None  # an empty value: libyaml places it elsewhere (and messages quote its place)
+            elif isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    return None
+        return yaml.compose(text, Loader=_CLOADER) if documents else None
+    except Exception:  # noqa: BLE001 - whatever libyaml refuses, the reference loader judges
+        return None
 
 
 _PLAIN_TAGS = frozenset(
