@@ -54,6 +54,35 @@ MAX_AUTOMATON_ANCHOR = 32  # selective enough; longer ones only grow the automat
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
+class LazyPattern:
+    """A regex compiled on first use. The classifier loads hundreds of catalog patterns on every
+    start and a small log tries a few; compiling them all was most of its start-up."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern = pattern
+        self.flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def search(self, string: str, *args: int) -> re.Match[str] | None:
+        return self.compiled().search(string, *args)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyPattern) and (self.pattern, self.flags) == (other.pattern, other.flags)
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.flags))
+
+    def __repr__(self) -> str:
+        return f"LazyPattern({self.pattern!r})"
+
+
 class Severity(str, enum.Enum):
     FATAL = "fatal"
     WARNING = "warning"
@@ -70,7 +99,7 @@ class Signature:
     id: str
     category: EnvCategory
     severity: Severity
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     source: str
     example: str
     where: str = ""  # path:line of the entry in the catalog, for messages
@@ -121,8 +150,52 @@ def _catalog_patterns(catalog: Catalog) -> "PatternSet[Signature]":
 
 @functools.lru_cache(maxsize=1)
 def default_catalog() -> Catalog:
-    """The catalog in ``configs/signatures.yaml`` (see :mod:`harness.core.configs`)."""
-    return load_catalog(config_path("signatures.yaml"))
+    """The catalog in ``configs/signatures.yaml`` (see :mod:`harness.core.configs`), checked
+    once per version of it (:mod:`harness.core.catalogcache`)."""
+    from harness.core.catalogcache import cached
+
+    return cached(config_path("signatures.yaml"), _CODE, load_catalog, _dump, _restore)
+
+
+_CODE = (Path(__file__), Path(__file__).with_name("outcomes.py"), Path(__file__).with_name("yamlnodes.py"))
+_FIELDS = ("id", "category", "severity", "source", "example", "where")
+
+
+def _dump(catalog: Catalog) -> dict:
+    return {
+        "signatures": [
+            {
+                **{key: str(getattr(sig, key)) for key in _FIELDS},
+                "pattern": sig.pattern.pattern,
+                "symptom_of": [str(c) for c in sig.symptom_of],
+                "explains_crash": sig.explains_crash,
+                "cause_follows": sig.cause_follows,
+            }
+            for sig in catalog
+        ],
+        "anchors": anchor_memo([sig.pattern for sig in catalog]),
+    }
+
+
+def _restore(data: dict) -> Catalog:
+    remember_anchors(data["anchors"])
+    return Catalog(
+        tuple(
+            Signature(
+                id=entry["id"],
+                category=EnvCategory(entry["category"]),
+                severity=Severity(entry["severity"]),
+                pattern=LazyPattern(entry["pattern"]),
+                source=entry["source"],
+                example=entry["example"],
+                where=entry["where"],
+                symptom_of=tuple(EnvCategory(c) for c in entry["symptom_of"]),
+                explains_crash=bool(entry["explains_crash"]),
+                cause_follows=bool(entry["cause_follows"]),
+            )
+            for entry in data["signatures"]
+        )
+    )
 
 
 _ENTRY_KEYS = ("id", "category", "severity", "pattern", "source", "example")
@@ -159,6 +232,7 @@ def _entry(node: Node) -> Signature:
     except ValueError as exc:
         raise pattern_node.fail(str(exc)) from None
     example = checked_example(fields, pattern, signature_id)
+    pattern = LazyPattern(text)  # checked; compiled again only if used
     symptom_of: tuple[EnvCategory, ...] = ()
     if (causes := fields.opt("symptom_of")) is not None:
         choices = tuple(c.value for c in EnvCategory)
@@ -305,12 +379,29 @@ def _parsed(pattern: re.Pattern[str]):
     return _sre.parse(pattern.pattern, pattern.flags)
 
 
-@functools.lru_cache(maxsize=1024)
-def anchors(pattern: re.Pattern[str], longest: bool = False) -> tuple[str, ...]:
+_ANCHORS: dict[tuple[str, int, bool], tuple[str, ...]] = {}  # (pattern, flags, longest) -> anchors
+
+
+def anchor_memo(patterns) -> list:
+    """The anchors of ``patterns`` (both choices), as data to keep with a cached catalog."""
+    return [[p.pattern, p.flags, list(anchors(p)), list(anchors(p, longest=True))] for p in patterns]
+
+
+def remember_anchors(memo: list) -> None:
+    """Take anchors computed by an earlier process (:func:`anchor_memo`) instead of parsing."""
+    for pattern, flags, python, longest in memo:
+        _ANCHORS[(pattern, flags, False)] = tuple(python)
+        _ANCHORS[(pattern, flags, True)] = tuple(longest)
+
+
+def anchors(pattern: re.Pattern[str] | LazyPattern, longest: bool = False) -> tuple[str, ...]:
     """Literals of which every match of ``pattern`` contains at least one (the prefilter's
     needles), chosen for the pure-Python search, or with ``longest`` for the automaton (see
     :func:`_best_cut`; either way a pattern has some or none). Raises ValueError for a pattern
     without a usable literal."""
+    key = (pattern.pattern, pattern.flags, longest)
+    if key in _ANCHORS:
+        return _ANCHORS[key]
     if pattern.flags & re.IGNORECASE:
         raise ValueError("case-insensitive patterns are not supported: write the verbatim case, e.g. PCI[eE]")
     chosen = _choose(_options(_parsed(pattern), longest), longest)
@@ -319,6 +410,7 @@ def anchors(pattern: re.Pattern[str], longest: bool = False) -> tuple[str, ...]:
             f"pattern needs a literal of at least {MIN_ANCHOR} characters that every match contains "
             "(signatures are verbatim strings, not keyword guesses)"
         )
+    _ANCHORS[key] = chosen
     return chosen
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.core.configs import config_path
 from harness.core.errors import InputError
 from harness.core.outcomes import Outcome
-from harness.core.signatures import SLUG, anchors, checked_example
+from harness.core.signatures import SLUG, LazyPattern, anchor_memo, anchors, checked_example, remember_anchors
 from harness.core.yamlnodes import Fields, Node, load_file, parse_named
 
 
@@ -26,7 +26,7 @@ from harness.core.yamlnodes import Fields, Node, load_file, parse_named
 class Summary:
     id: str
     verdict: Outcome  # PASS or FAIL
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     source: str
     example: str
 
@@ -36,8 +36,22 @@ _KEYS = ("id", "verdict", "pattern", "source", "example")
 
 @functools.lru_cache(maxsize=1)
 def default_summaries() -> tuple[Summary, ...]:
-    """The catalog in ``configs/summaries.yaml``."""
-    return load_summaries(config_path("summaries.yaml"))
+    """The catalog in ``configs/summaries.yaml``, checked once per version of it
+    (:mod:`harness.core.catalogcache`)."""
+    from harness.core.catalogcache import cached
+
+    code = (Path(__file__), Path(__file__).with_name("signatures.py"), Path(__file__).with_name("yamlnodes.py"))
+    return cached(config_path("summaries.yaml"), code, load_summaries, _dump, _restore)
+
+
+def _dump(summaries: tuple[Summary, ...]) -> dict:
+    entries = [[s.id, s.verdict.value, s.pattern.pattern, s.source, s.example] for s in summaries]
+    return {"summaries": entries, "anchors": anchor_memo([s.pattern for s in summaries])}
+
+
+def _restore(data: dict) -> tuple[Summary, ...]:
+    remember_anchors(data["anchors"])
+    return tuple(Summary(i, Outcome(v), LazyPattern(p), source, example) for i, v, p, source, example in data["summaries"])
 
 
 def load_summaries(path: str | Path) -> tuple[Summary, ...]:
@@ -63,4 +77,5 @@ def _entry(node: Node) -> Summary:
         anchors(pattern)
     except (re.error, ValueError) as exc:
         raise pattern_node.fail(f"pattern: {exc}") from None
-    return Summary(summary_id, verdict, pattern, fields.req("source").as_str("source"), checked_example(fields, pattern, summary_id))
+    example = checked_example(fields, pattern, summary_id)
+    return Summary(summary_id, verdict, LazyPattern(pattern.pattern), fields.req("source").as_str("source"), example)
