@@ -7,8 +7,14 @@ This module checks the corpus itself, then classifies every log and compares:
 - the costliest mistake is calling a real failure ``pass`` or ``env_fault``: one hard test lists
   every such offender;
 - one test per case checks outcome, category and (where labelled) a phrase of the message;
-- one test prints the accuracy per class (run with ``-s`` to see it) and checks that every log
-  got a verdict at all: a harness bug is never a crash.
+  a held-out case the classifier is known to get wrong carries ``known_miss`` and is a strict
+  xfail, unless the miss is the costly one, which stays a hard failure;
+- one test prints the accuracy per class and per set (run with ``-s`` to see it) and checks that
+  every log got a verdict at all: a harness bug is never a crash.
+
+Cases belong to a set: ``tuning`` (the default: the logs the classifier and its catalogs were
+tuned on, so their accuracy is training accuracy) or ``heldout`` (written afterwards, never tuned
+on: the honest figure).
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ CORPUS = Path(__file__).parent / "data" / "corpus"
 CASES_FILE = CORPUS / "cases.yaml"
 CLASSES = ("tools", "waits", "sysfs", "cause", "summaries", "lookalikes", "baseline")
 LABEL_OUTCOMES = (Outcome.PASS, Outcome.FAIL, Outcome.ENV_FAULT)
-KEYS = {"file", "class", "outcome", "category", "exit_code", "message_contains", "sources", "note"}
+SETS = ("tuning", "heldout")
+KEYS = {"file", "class", "set", "outcome", "category", "exit_code", "message_contains", "known_miss", "sources", "note"}
 MAX_LOG_BYTES = 20_000
 
 
@@ -41,6 +48,8 @@ class Case:
     category: EnvCategory | None
     exit_code: int | None
     message_contains: str | None
+    set: str = "tuning"
+    known_miss: str | None = None
 
     @property
     def id(self) -> str:
@@ -96,12 +105,20 @@ def _problems(raw: object) -> tuple[list[Case], list[str]]:
         message = entry.get("message_contains")
         if message is not None and (not isinstance(message, str) or not message):
             problems.append(f"{where}: message_contains must be a non-empty string")
+        case_set = entry.get("set", "tuning")
+        if case_set not in SETS:
+            problems.append(f"{where}: set {case_set!r} is not one of {SETS}")
+        known_miss = entry.get("known_miss")
+        if known_miss is not None and (not isinstance(known_miss, str) or not known_miss.strip()):
+            problems.append(f"{where}: known_miss must say why the classifier gets this case wrong")
+        elif known_miss is not None and case_set != "heldout":
+            problems.append(f"{where}: only a heldout case may carry known_miss (tuning cases must pass)")
         sources = entry.get("sources")
         if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):
             problems.append(f"{where}: sources must be a non-empty list of strings")
         if not isinstance(entry.get("note"), str) or not entry["note"].strip():
             problems.append(f"{where}: note must say why the label is the truth")
-        cases.append(Case(file, klass, outcome, category, exit_code, message))
+        cases.append(Case(file, klass, outcome, category, exit_code, message, case_set, known_miss))
     ids = collections.Counter(case.id for case in cases)
     problems += [f"{CASES_FILE.name}: case {case_id} is listed {n} times" for case_id, n in ids.items() if n > 1]
     referenced = {case.file for case in cases}
@@ -145,6 +162,13 @@ def _describe(verdict: Verdict | BaseException) -> str:
     return f"{label} ({verdict.message[:160]})"
 
 
+def _costly(case: Case, verdict: Verdict | BaseException) -> bool:
+    """A real failure hidden as a pass or blamed on the environment (or a crash on one)."""
+    if case.outcome is not Outcome.FAIL:
+        return False
+    return isinstance(verdict, BaseException) or verdict.outcome in (Outcome.PASS, Outcome.ENV_FAULT)
+
+
 def _mismatch(case: Case, verdict: Verdict | BaseException) -> str | None:
     """Why the verdict does not match the label, or None if it does."""
     if isinstance(verdict, BaseException):
@@ -185,6 +209,8 @@ def test_corpus_size_and_classes():
         ("baseline", Outcome.ENV_FAULT),
     ]:
         assert needed in outcomes, needed
+    held_out = collections.Counter(case.klass for case in CASES if case.set == "heldout")
+    assert all(held_out[klass] >= 3 for klass in CLASSES), dict(held_out)
     assert all(case.outcome is Outcome.FAIL for case in CASES if case.klass == "lookalikes")
     assert all(case.category is EnvCategory.SYSFS for case in CASES if case.klass == "sysfs")
     assert any(case.message_contains == "no verdict" and case.exit_code is None for case in CASES)
@@ -198,16 +224,27 @@ def test_corpus_size_and_classes():
 def test_no_real_failure_is_called_pass_or_env_fault():
     """The costliest mistakes: a real failure hidden as a pass or blamed on the environment."""
     offenders = []
-    for case in CASES:
-        if case.outcome is not Outcome.FAIL:
-            continue
+    for case in CASES:  # every set: known_miss never excuses this mistake
         verdict = _verdict(case)
-        if isinstance(verdict, BaseException) or verdict.outcome in (Outcome.PASS, Outcome.ENV_FAULT):
-            offenders.append(f"{case.id}: {_describe(verdict)}")
+        if _costly(case, verdict):
+            offenders.append(f"{case.id} [{case.set}]: {_describe(verdict)}")
     assert not offenders, f"{len(offenders)} real failure(s) misjudged:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def _param(case: Case):
+    # A known miss is a strict xfail (it fails loudly once fixed, so the label gets dropped), but
+    # never for the costly mistake: that one stays a hard failure whatever the case says.
+    if case.known_miss is None or _costly(case, _verdict(case)):
+        return pytest.param(case, id=case.id)
+    return pytest.param(case, id=case.id, marks=pytest.mark.xfail(strict=True, reason=case.known_miss))
+
+
+def test_known_misses_are_not_costly():
+    excused = [case.id for case in CASES if case.known_miss is not None and _costly(case, _verdict(case))]
+    assert not excused, f"known_miss cannot excuse a real failure called pass/env_fault: {excused}"
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CASES])
 def test_case(case: Case):
     verdict = _verdict(case)
     problem = _mismatch(case, verdict)
@@ -215,27 +252,35 @@ def test_case(case: Case):
 
 
 def test_accuracy_per_class():
-    """Prints accuracy per class (``pytest -s``). Fails only if the classifier crashed on a log
-    or returned something other than pass, fail or env_fault: a verdict is always given."""
-    right: collections.Counter = collections.Counter()
+    """Prints accuracy per class and per set (``pytest -s``). Fails only if the classifier crashed
+    on a log or returned something other than pass, fail or env_fault: a verdict is always given."""
+    right: collections.Counter = collections.Counter()  # keyed by (class, set)
     total: collections.Counter = collections.Counter()
     crashed, odd, wrong = [], [], []
     for case in CASES:
         verdict = _verdict(case)
-        total[case.klass] += 1
+        total[case.klass, case.set] += 1
         if isinstance(verdict, BaseException):
             crashed.append(f"{case.id}: {_describe(verdict)}")
         elif verdict.outcome not in LABEL_OUTCOMES:
             odd.append(f"{case.id}: {_describe(verdict)}")
         if (problem := _mismatch(case, verdict)) is None:
-            right[case.klass] += 1
+            right[case.klass, case.set] += 1
         else:
-            wrong.append(f"  {case.id}: {problem}")
+            why = f" (known miss: {case.known_miss})" if case.known_miss else ""
+            wrong.append(f"  [{case.set}] {case.id}: {problem}{why}")
+
+    def cell(klasses, sets) -> str:
+        r = sum(right[k, s] for k in klasses for s in sets)
+        t = sum(total[k, s] for k in klasses for s in sets)
+        return f"{r:>3}/{t:<3} {100 * r / t:5.1f}%" if t else f"{'-':>7} {'':>6}"
+
+    columns = [(name, (name,)) for name in SETS] + [("all", SETS)]
     lines = ["", f"corpus accuracy ({len(CASES)} cases; exit codes passed: {_takes_exit_code()})"]
+    lines.append(f"  {'class':<11} " + " ".join(f"{name:<14}" for name, _ in columns))
     for klass in CLASSES:
-        lines.append(f"  {klass:<11} {right[klass]:>3}/{total[klass]:<3} {100 * right[klass] / total[klass]:5.1f}%")
-    all_right, all_total = sum(right.values()), sum(total.values())
-    lines.append(f"  {'all':<11} {all_right:>3}/{all_total:<3} {100 * all_right / all_total:5.1f}%")
+        lines.append(f"  {klass:<11} " + " ".join(f"{cell((klass,), sets):<14}" for _, sets in columns))
+    lines.append(f"  {'all':<11} " + " ".join(f"{cell(CLASSES, sets):<14}" for _, sets in columns))
     lines += ["mismatches:", *wrong] if wrong else []
     print("\n".join(lines))
     assert not crashed, "classifier raised on:\n" + "\n".join(crashed)
