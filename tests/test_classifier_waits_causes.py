@@ -93,6 +93,10 @@ def test_runners_own_summaries_decide():
     assert classify_log(["Test project /build", "100% tests passed, 0 tests failed out of 12"]).outcome is Outcome.PASS
     failed = classify_log(["Test project /build", "92% tests passed, 1 tests failed out of 12"])
     assert failed.outcome is Outcome.FAIL
+    lit = ["Total Discovered Tests: 1186", "  Unsupported:   73 (6.16%)", "  Passed     : 1113 (93.84%)"]
+    assert classify_log(lit).outcome is Outcome.PASS
+    assert classify_log([*lit[:2], "  Passed     : 1111 (93.68%)", "  Failed     :    2 (0.17%)"]).outcome is Outcome.FAIL
+    assert classify_log(["$ ./run.sh", "##[error]Process completed with exit code 1."]).outcome is Outcome.FAIL
 
 
 @pytest.mark.parametrize(
