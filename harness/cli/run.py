@@ -33,6 +33,7 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also stream each check's own output as it runs (it is always in the logs)."),
     lease_wait: float = typer.Option(DEFAULT_LEASE_WAIT, "--lease-wait", min=0, help="Seconds a check waits for a card another run holds, then env_fault/device-busy."),
     quarantine_after: int = typer.Option(2, "--quarantine-after", min=1, help="Environment faults after which a host runs nothing more in this run."),
+    slurm_cluster: Optional[str] = typer.Option(None, "--slurm", metavar="CLUSTER", help="Submit each check to this Slurm cluster of the inventory (`slurm:`) instead of running it over SSH; same JUnit and summary."),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
@@ -57,13 +58,26 @@ def run(
         console = None if quiet else ConsoleProgress()
         say = console.say if console is not None else None
         with _cancelled_by_signals() as caught:
-            report = run_job(
-                job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
-                on_output=say if verbose else None, environ=dict(os.environ),
-                options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
-                listeners=() if console is None else (console,),
-                started_scheduler=caught.watch,
-            )
+            if slurm_cluster is not None:
+                from harness.orchestration.slurmrun import SlurmError, run_slurm_job
+
+                try:
+                    report = run_slurm_job(
+                        job, lab, slurm_cluster, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+                        environ=dict(os.environ), listeners=() if console is None else (console,),
+                        options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
+                        started_scheduler=caught.watch,
+                    )
+                except SlurmError as exc:
+                    raise usage_error(str(exc))
+            else:
+                report = run_job(
+                    job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+                    on_output=say if verbose else None, environ=dict(os.environ),
+                    options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
+                    listeners=() if console is None else (console,),
+                    started_scheduler=caught.watch,
+                )
     except InputError as exc:
         raise fail_input(exc)
     except (ValueError, OutputError) as exc:  # a jump-host loop in the inventory; an output path

@@ -197,11 +197,17 @@ def gres_devices(gres_conf: str, node: str) -> tuple[tuple[str, int], ...]:
     return tuple(found)
 
 
-def allocated_devices(show_job: str, node: str | None = None) -> tuple[int, ...]:
+def allocated_devices(show_job: str, node: str | None = None, job_id: str | None = None) -> tuple[int, ...]:
     """The card numbers ``scontrol -d show job`` says the job holds (on ``node``, if given):
-    ``GRES=tenstorrent:n150:2(IDX:0-1)`` -> (0, 1)."""
+    ``GRES=tenstorrent:n150:2(IDX:0-1)`` -> (0, 1). ``job_id``: only that job's record (asked
+    for an array's id, scontrol shows every element of the array, each on its own cards)."""
     found: list[int] = []
-    for line in show_job.splitlines():
+    lines = show_job.splitlines()
+    if job_id is not None:
+        records = re.split(r"(?m)^(?=JobId=)", show_job)
+        mine = [r for r in records if re.match(rf"JobId={re.escape(job_id)}\b", r)]
+        lines = mine[0].splitlines() if mine else []
+    for line in lines:
         if node is not None and "Nodes=" in line:
             nodes = re.search(r"\bNodes=(\S+)", line)
             if nodes and node not in expand_hostlist(nodes.group(1)):

@@ -176,7 +176,7 @@ def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait
     devices: tuple[int, ...] = ()
     if card:
         status, text = _run(transport, ["scontrol", "-d", "show", "job", job_id])
-        devices = slurm.allocated_devices(text, node) if status == 0 else ()
+        devices = slurm.allocated_devices(text, node, job_id) if status == 0 else ()
         if not devices:
             verdict = Verdict.env_fault(
                 EnvCategory.SCHEDULER, f"Slurm job {job_id} on {node} holds no tenstorrent card (scontrol -d show job: {text[-300:]})"

@@ -36,6 +36,7 @@ RESULTS = f"{SHARED}/results"
 HARNESS_ON_NODES = "/opt/tt-harness"
 HEALTHCHECK = "/usr/local/sbin/tt-harness-healthcheck"
 EPILOG = "/usr/local/sbin/tt-harness-epilog"
+NODE_COMMAND = "/usr/local/sbin/tt-harness-node"  # by path: a job's PATH is the submitter's
 HEALTH_INTERVAL = 10  # seconds: a fault drains its host within a few of them
 NO_CARD_FAULTS = frozenset({"no-device", "no-driver"})  # the host has no device file
 
@@ -219,6 +220,7 @@ def inventory_section(lab: SimLab, controller: str, identity: Path, keys: Path) 
         f"      host_key_policy: strict\n"
         f"    shared_dir: {RESULTS}\n"
         f"    partitions: {{{BOARD}: {slurm.default_partition(BOARD)}}}\n"
+        f"    node_command: [{NODE_COMMAND}]\n"
     )
 
 
