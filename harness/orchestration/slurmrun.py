@@ -182,6 +182,7 @@ class SlurmExecutor:
         self._cancelled = threading.Event()
         self._login: Transport | None = None
         self._serial = 0
+        self._nodes_checked = 0.0  # when sinfo was last asked while following
         self._accounted: set[tuple[str, str | None]] = set()  # (check, pinned host) reported
         self._unusable: dict[str, Verdict] = {}  # node -> why the image could not go there
 
@@ -434,6 +435,8 @@ class SlurmExecutor:
                     sub.started = True
                     self.emit(CheckStarted(state.nodes or "?", sub.check.name, ()))
                 if state is not None and state.state == "PENDING":
+                    if _waits_for_nodes(state) and self._nodes_gone(sub, now):
+                        break  # reported with Slurm's reason for the node
                     if now - sub.submitted > self.options.lease_wait:
                         self._give_up(sub, attempt, state)
                     continue
@@ -444,6 +447,20 @@ class SlurmExecutor:
                         sub.results[attempt] = {"node": gone.nodes, "slurm": slurm.verdict_to_json(slurm.slurm_verdict(gone))}
             if sub.done:
                 self._settle(sub)
+
+    def _nodes_gone(self, sub: _Submission, now: float) -> bool:
+        """A job waits for nodes that were drained after it was submitted (a health check, an
+        admin): if no node it may run on is left, cancel it and report the node's reason."""
+        if now - self._nodes_checked > POLL_SECONDS * 5:
+            self._nodes_checked = now
+            self._mark_drained()
+        why = self._blocked(sub.task)
+        if why is None:
+            return False
+        self._login_run(["scancel", str(sub.job_id)])
+        for n in range(1, sub.attempts + 1):
+            sub.results.setdefault(n, {"node": sub.task.host or "", "slurm": slurm.verdict_to_json(why)})
+        return True
 
     def _give_up(self, sub: _Submission, attempt: int, state: JobState) -> None:
         """A job pending past --lease-wait: cancel it, and say what Slurm was waiting for."""
@@ -569,6 +586,11 @@ class SlurmExecutor:
                     properties[f"note.{i + 1}"] = note
                 suites.append(SuiteResult(self.job.name, state.host.name, tuple(cases), properties, state.stamp, time.monotonic() - state.started))
             return suites
+
+
+def _waits_for_nodes(state: JobState) -> bool:
+    """Pending because its nodes are drained or down, not because cards are busy."""
+    return state.reason.startswith(("ReqNodeNotAvail", "NodeDown")) or "DRAINED" in state.reason or "DOWN" in state.reason
 
 
 class _Unusable(Exception):
