@@ -69,7 +69,8 @@ def ctl(lab: SimLab, *argv: str) -> str:
 
 def containers(lab: SimLab, host: str) -> list[list[str]]:
     """The running containers on ``host``'s engine, each as the device files it was given."""
-    script = 'for c in $(docker ps -q); do echo "$(docker inspect -f "{{range .HostConfig.Devices}}{{.PathOnHost}} {{end}}" "$c")."; done'
+    # A container that ends between `ps` and `inspect` is left out, not shown with no card.
+    script = 'for c in $(docker ps -q); do d=$(docker inspect -f "{{range .HostConfig.Devices}}{{.PathOnHost}} {{end}}" "$c" 2>/dev/null) && echo "$d."; done'
     result = lab._container(host).exec_run(["sh", "-c", script])
     return [line.rstrip(".").split() for line in result.output.decode(errors="replace").splitlines() if line.endswith(".")]
 

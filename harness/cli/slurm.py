@@ -118,7 +118,7 @@ def healthcheck(
     gres_conf: Path = typer.Option(Path("/etc/slurm/gres.conf"), "--gres-conf", help="Where this node's cards are listed."),
 ) -> None:
     """HealthCheckProgram: the preflight on this node. A fault drains it with a reason starting
-    `[tt-harness]`; once it passes again, a node the harness drained is resumed (never one
+    `\\[tt-harness]`; once it passes again, a node the harness drained is resumed (never one
     drained by someone else). Exit 0 (Slurm ignores the status; the reason says it all)."""
     from harness.execution.slurmnode import healthcheck as run_healthcheck
 
