@@ -183,3 +183,36 @@ def test_inventory_cluster_mistakes_are_input_errors(tmp_path: Path, change, mes
         load_inventory(path)
     text = str(caught.value)
     assert message in text and str(path) in text
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def test_run_with_an_unknown_cluster_is_a_usage_error(tmp_path: Path):
+    from tests.jobspec import write_job
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(INVENTORY)
+    job = write_job(tmp_path, "{base: 'ubuntu:22.04', wheel: 0.81.1}")
+    result = _cli("run", str(job), "--inventory", str(inv), "--slurm", "nope", "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no slurm cluster named 'nope' (clusters: lab)" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_slurm_config_from_the_inventory_alone(tmp_path: Path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(INVENTORY)
+    result = _cli("slurm", "config", "--inventory", str(inv), "--cluster", "lab", "--no-probe", "--health-interval", "30")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "NodeName=h1 CPUs=4 Gres=tenstorrent:n150:1 Features=wormhole_b0,n150 State=UNKNOWN" in lines
+    assert "NodeName=h1 Name=tenstorrent Type=n150 File=/dev/tenstorrent/0" in lines
+    assert "HealthCheckInterval=30" in lines and "PartitionName=wh-n150 Nodes=h1 Default=YES MaxTime=INFINITE State=UP" in lines
+    bad = _cli("slurm", "config", "--inventory", str(inv), "--cluster", "other", "--no-probe")
+    assert bad.returncode == 2 and "no slurm cluster named 'other'" in bad.stderr
