@@ -205,6 +205,26 @@ def test_cancelling_a_run_leaves_no_container_anywhere(slurm_lab: SimLab, tmp_pa
     assert "slurm-e2e-long" not in ctl(slurm_lab, "squeue", "-h", "-o", "%j %T")
 
 
+def test_a_job_slurm_ends_without_a_result_is_an_env_fault_with_slurms_reason(slurm_lab: SimLab, tmp_path: Path):
+    """Cancelled from outside the run (an admin's scancel): not the code's failure, and Slurm's
+    own state is the message; the epilog still removes the container."""
+    job = write_job(tmp_path, "slurm-e2e-killed", """\
+        - name: killed
+          kind: command
+          command: [sleep, "300"]
+          timeout: 10m
+        """, fanout="all")
+    out = tmp_path / "out"
+    process = harness_run(slurm_lab, job, out, "--hosts", H2)
+    wait_for(lambda: bool(containers(slurm_lab, H2)), 300, lambda: "no container started")
+    ctl(slurm_lab, "scancel", "--name=tt-harness:slurm-e2e-killed:killed")
+    summary = finish(process, out, timeout=180)
+    (case,) = cases(summary, H2)
+    assert (summary["_rc"], case["outcome"], case["category"]) == (3, "env_fault", "scheduler"), summary["_stdout"]
+    assert "ended CANCELLED" in case["message"] and H2 in case["message"]
+    wait_for(lambda: not containers(slurm_lab, H2), 60, lambda: f"containers left on {H2}: {containers(slurm_lab, H2)}")
+
+
 def test_a_sick_node_is_drained_its_work_runs_elsewhere_and_heal_resumes_it(slurm_lab: SimLab, tmp_path: Path):
     ctl(slurm_lab, "scontrol", "update", f"nodename={H2}", "state=drain", "reason=admin: replacing a fan")
     slurm_lab.fault(H3, "no-hugepages")

@@ -25,20 +25,18 @@ import json
 import os
 import pickle
 import socket
+import subprocess
 import sys
 import traceback
 from pathlib import Path
 from typing import Sequence
 
 from harness.core import slurm
-from harness.core.atomic import write_text
-from harness.core.inventory import BoardSlot, Host
-from harness.core.invocation import docker_run_argv, needs_card
-from harness.core.lease import leased_argv
+from harness.core.lease import DEFAULT_WAIT as DEFAULT_LEASE_WAIT
 from harness.core.outcomes import CaseResult, EnvCategory, HarnessErrorKind, Verdict
-from harness.execution.preflight import preflight
-from harness.execution.runner import DEFAULT_LEASE_WAIT, HostContext, Runner
-from harness.execution.transport import LocalTransport, TransportError
+
+# The runner, preflight and transports (paramiko among them) load in the commands that use
+# them: the epilog runs after every job and holds the node's cards until it ends, so it stays light.
 
 GRES_CONF = "/etc/slurm/gres.conf"
 COMMAND_TIMEOUT = 60
@@ -50,8 +48,10 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def node_host(name: str, gres_conf: str) -> Host:
+def node_host(name: str, gres_conf: str):
     """This node as an inventory host: its cards are the ones gres.conf gives it."""
+    from harness.core.inventory import BoardSlot, Host
+
     by_board: dict[str, list[int]] = {}
     for board, device in slurm.gres_devices(gres_conf, name):
         by_board.setdefault(board or "n150", []).append(device)
@@ -68,7 +68,7 @@ def _read(path: str) -> str:
         return ""
 
 
-def _run(transport: LocalTransport, argv: Sequence[str]) -> tuple[int | None, str]:
+def _run(transport, argv: Sequence[str]) -> tuple[int | None, str]:
     result = transport.run(list(argv), timeout=COMMAND_TIMEOUT)
     return result.exit_status, (result.stdout_tail + result.stderr_tail).strip()
 
@@ -78,6 +78,9 @@ def _run(transport: LocalTransport, argv: Sequence[str]) -> tuple[int | None, st
 
 def healthcheck(node: str | None = None, gres_conf: str = GRES_CONF, say=print) -> int:
     """Drain this node if its preflight fails; resume it if the harness drained it and it passes."""
+    from harness.execution.preflight import preflight
+    from harness.execution.transport import LocalTransport
+
     node = node or node_name()
     transport = LocalTransport(node)
     report = preflight(transport, node_host(node, _read(gres_conf)))
@@ -112,38 +115,43 @@ def epilog(job_id: str | None = None, docker: Sequence[str] = ("docker",), say=p
     if not job_id.isdigit():
         say("tt-harness epilog: no SLURM_JOB_ID; nothing to do")
         return 0
-    transport = LocalTransport(node_name())
+    def docker_do(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*docker, *args], capture_output=True, text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+
     try:
-        status, text = _run(transport, [*docker, "ps", "-aq", "--filter", f"label={slurm.JOB_LABEL}={job_id}"])
-        ids = text.split() if status == 0 else []
+        found = docker_do("ps", "-aq", "--filter", f"label={slurm.JOB_LABEL}={job_id}")
+        ids = found.stdout.split() if found.returncode == 0 else []
         if ids:
-            status, text = _run(transport, [*docker, "rm", "-f", *ids])
-            say(f"tt-harness epilog: job {job_id}: removed {len(ids)} container(s)" + ("" if status == 0 else f": {text}"))
-    except TransportError as exc:
-        say(f"tt-harness epilog: job {job_id}: {exc.message}")
+            removed = docker_do("rm", "-f", *ids)
+            say(f"tt-harness epilog: job {job_id}: removed {len(ids)} container(s)"
+                + ("" if removed.returncode == 0 else f": {removed.stderr.strip()[-300:]}"))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        say(f"tt-harness epilog: job {job_id}: {exc}")
     return 0
 
 
 # -- run -----------------------------------------------------------------------------------
 
 
-class SlurmRunner(Runner):
+def slurm_runner(*args, job_id: str, **kwargs):
     """The SSH path's runner, on the node itself: every container also carries the Slurm job
     id, so the epilog finds what ``scancel`` left running."""
+    from harness.core.invocation import docker_run_argv, needs_card
+    from harness.core.lease import leased_argv
+    from harness.execution.runner import Runner
 
-    def __init__(self, *args, job_id: str, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.job_id = job_id
+    class SlurmRunner(Runner):
+        def _docker_run(self, check, number, workdir, devices, name):
+            argv = docker_run_argv(
+                self.job, check, self.image_ref, run_id=self.run_id, attempt=number, host_workdir=workdir,
+                device_ids=devices, iommu=self.host.iommu, has_path=self.host.has_path,
+                leased=devices if needs_card(self.job, check) else None, name=name,
+            )
+            argv = [argv[0], argv[1], "--label", f"{slurm.JOB_LABEL}={job_id}", *argv[2:]]
+            held = devices if needs_card(self.job, check) else ()
+            return leased_argv([*self.host.docker, *argv[1:]], name=name, devices=held, wait=self.lease_wait, docker=self.host.docker)
 
-    def _docker_run(self, check, number, workdir, devices, name):
-        argv = docker_run_argv(
-            self.job, check, self.image_ref, run_id=self.run_id, attempt=number, host_workdir=workdir,
-            device_ids=devices, iommu=self.host.iommu, has_path=self.host.has_path,
-            leased=devices if needs_card(self.job, check) else None, name=name,
-        )
-        argv = [argv[0], argv[1], "--label", f"{slurm.JOB_LABEL}={self.job_id}", *argv[2:]]
-        held = devices if needs_card(self.job, check) else ()
-        return leased_argv([*self.host.docker, *argv[1:]], name=name, devices=held, wait=self.lease_wait, docker=self.host.docker)
+    return SlurmRunner(*args, **kwargs)
 
 
 def run(spec: Path, check_name: str, image: str, run_id: str, out: Path, key: str, lease_wait: float) -> int:
@@ -157,6 +165,9 @@ def run(spec: Path, check_name: str, image: str, run_id: str, out: Path, key: st
         with open(spec, "rb") as handle:
             job, check = pickle.load(handle)  # written by this user's orchestrator, in a 0700 folder
         record["cases"] = [slurm.case_to_json(c) for c in _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait, record)]
+        logs = out / "logs" / f"{check.name}.{job_id}"
+        # The attempt's logs and reports, relative to OUT, for the orchestrator to fetch.
+        record["logs"] = sorted(str(p.relative_to(out)) for p in logs.rglob("*") if p.is_file()) if logs.is_dir() else []
     except Exception:
         trace = traceback.format_exc()
         verdict = Verdict.error(
@@ -166,11 +177,19 @@ def run(spec: Path, check_name: str, image: str, run_id: str, out: Path, key: st
         )
         record["cases"] = [slurm.case_to_json(CaseResult(check_name, check_name, verdict, check=check_name))]
         print(trace, file=sys.stderr)
+    from harness.core.atomic import write_text
+
     write_text(result_path, json.dumps(record) + "\n")
     return 0
 
 
 def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait, record) -> list[CaseResult]:
+    from harness.core.inventory import BoardSlot, Host
+    from harness.core.invocation import needs_card
+    from harness.execution.preflight import preflight
+    from harness.execution.runner import HostContext
+    from harness.execution.transport import LocalTransport
+
     transport = LocalTransport(node)
     card = needs_card(job, check)
     devices: tuple[int, ...] = ()
@@ -198,7 +217,7 @@ def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait
         name=node, device_ids=devices, iommu=bool(facts.iommu) if facts else False,
         has_path=facts.has_path if facts else None,
     )
-    runner = SlurmRunner(
+    runner = slurm_runner(
         job, transport, context, image, run_id, out / "logs" / f"{check.name}.{job_id}", lease_wait=lease_wait, job_id=job_id,
     )
     one = dataclasses.replace(check, repeat=1)  # each attempt is one element of the job array

@@ -29,6 +29,7 @@ import io
 import json
 import pickle
 import posixpath
+import re
 import shlex
 import tempfile
 import threading
@@ -48,7 +49,7 @@ from harness.core.slurm import JobState, SlurmCluster
 from harness.core.spec import CheckSpec, JobSpec
 from harness.execution import images
 from harness.execution.connect import Connections
-from harness.execution.transport import Transport, TransportError
+from harness.execution.transport import ArtifactError, Transport, TransportError
 from harness.orchestration.jobrun import ReportWriter, RunReport, _now, select_hosts
 from harness.orchestration.scheduler import Options, _image_verdict, _internal, _not_run
 
@@ -58,6 +59,9 @@ RESULT_GRACE = 10.0  # a job ended, its result not yet visible in the shared fol
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # every result file of one poll, together
 MAX_SQUEUE_BYTES = 64 * 1024 * 1024
 COMMAND_TIMEOUT = 120.0
+MAX_LOG_FILES = 16  # per attempt: stdout, stderr, its report
+MAX_LOG_BYTES = 256 * 1024 * 1024
+_SAFE_LOG = re.compile(r"logs/[A-Za-z0-9_.@+-]+(/[A-Za-z0-9_.@+-]+)*")  # relative, under logs/ (and no ".." part)
 CANCEL_WAIT = 60.0  # seconds to wait for cancelled jobs to leave the nodes
 WAITING_REASONS = frozenset({"Resources", "Priority"})  # waiting for cards others hold
 
@@ -137,7 +141,7 @@ def run_slurm_job(
     writer = ReportWriter(out_dir, junit_path, job, run_id, _now(), environ)
     executor = SlurmExecutor(
         job, inventory, cluster, hosts, run_id, listeners=(writer, *listeners), on_line=on_line,
-        options=options or Options(), now=_now,
+        options=options or Options(), now=_now, log_dir=out_dir / run_id,
     )
     writer.source = executor
     if started_scheduler is not None:
@@ -165,8 +169,10 @@ class SlurmExecutor:
         on_line: LineSink | None = None,
         options: Options = Options(),
         now: Callable[[], str],
+        log_dir: Path | None = None,
     ):
         self.job = job
+        self.log_dir = log_dir
         self.inventory = inventory
         self.cluster = cluster
         self.run_id = run_id
@@ -500,6 +506,7 @@ class SlurmExecutor:
         for attempt in sorted(sub.results):
             record = sub.results[attempt]
             node = node or (record.get("node") if record.get("node") in self.nodes else None)
+            self._fetch_logs(record, check, attempt)
             drained = drained or record.get("drained")
             try:
                 if "slurm" in record:
@@ -528,6 +535,22 @@ class SlurmExecutor:
                 return
         note = f"retry after an environment fault on {task.retry_of}" if task.retry_of else ""
         self._record(state, task, cases, note)
+
+    def _fetch_logs(self, record: Mapping, check: CheckSpec, attempt: int) -> None:
+        """An attempt's logs from the shared folder to ``<out>/<run id>/<node>/<check>/attempt-N/``,
+        where the SSH path keeps them. Best effort: the case already carries its output."""
+        node, files = record.get("node"), record.get("logs")
+        if self.log_dir is None or node not in self.nodes or not isinstance(files, list) or self._login is None:
+            return
+        local = self.log_dir / str(node) / check.name / f"attempt-{attempt}"
+        for rel in files[:MAX_LOG_FILES]:
+            if not isinstance(rel, str) or not _SAFE_LOG.fullmatch(rel) or ".." in rel.split("/"):
+                continue
+            try:
+                local.mkdir(parents=True, exist_ok=True)
+                self._login.get(posixpath.join(self.run_dir, "results", rel), local / posixpath.basename(rel), MAX_LOG_BYTES)
+            except (TransportError, ArtifactError, OSError) as exc:
+                self.say(f"harness: could not fetch {rel} of {check.name}: {exc}")
 
     # -- endings ------------------------------------------------------------------------
     def _end(self, planned: list[Task], failure: Verdict | None) -> None:
