@@ -147,6 +147,10 @@ def test_layernorm_bug_is_the_same_real_failure_through_slurm_as_through_ssh(slu
     bug = [c for c in cases(via, H1)]
     assert len(bug) == 7 and {c["outcome"] for c in bug} == {"fail"}, via["_stdout"]
     assert junit_cases(tmp_path / "ssh" / "junit.xml") == junit_cases(tmp_path / "slurm" / "junit.xml")
+    # The attempt's logs land where the SSH path keeps them.
+    for way in ("ssh", "slurm"):
+        folder = next((tmp_path / way).glob(f"*/{H1}/layernorm-bw-bugrepro/attempt-1"))
+        assert {"stdout.log", "stderr.log", "gtest.xml"} <= {p.name for p in folder.iterdir()}, way
     assert {(c["name"], c["outcome"], c["message"]) for c in cases(ssh, H1)} == {
         (c["name"], c["outcome"], c["message"]) for c in bug}
 
