@@ -258,8 +258,12 @@ class SlurmExecutor:
         for line in text.splitlines():
             name, _, rest = line.partition("|")
             state, _, reason = rest.partition("|")
-            if name in self.nodes and any(w in state for w in ("drain", "down", "fail", "maint")):
+            if name not in self.nodes:
+                continue
+            if any(w in state for w in ("drain", "down", "fail", "maint")):
                 self.nodes[name].drained = f"{state}: {reason}" if reason and reason != "none" else state
+            else:
+                self.nodes[name].drained = None  # resumed (a health check passed, an admin)
 
     def _runnable(self, tasks: list[Task]) -> list[Task]:
         out = []
@@ -402,9 +406,15 @@ class SlurmExecutor:
         status, text = self._login_run(["squeue", "--json"], limit=MAX_SQUEUE_BYTES)
         if status != 0:
             raise SlurmError(f"squeue --json failed on {self.cluster.login.name}: {text[-300:]}")
-        data = json.loads(text) if text.strip() else {}
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except ValueError as exc:
+            raise SlurmError(f"squeue --json on {self.cluster.login.name} printed no JSON: {exc}") from None
+        jobs = data.get("jobs", []) if isinstance(data, dict) else []
         out: dict[tuple[int, int], JobState] = {}
-        for job in data.get("jobs", []):
+        for job in jobs:
+            if not isinstance(job, dict) or not isinstance(job.get("job_id"), int):
+                continue
             parsed = slurm.parse_squeue_json(json.dumps({"jobs": [job]}))
             if not parsed:
                 continue
@@ -522,6 +532,7 @@ class SlurmExecutor:
         state = state or self._home(task)
         if drained:
             state.drained = drained
+            state.notes.append(f"{check.name}: its preflight failed; the node was drained in Slurm: {drained}")
             self.emit(HostQuarantined(state.host.name, f"drained by the harness in Slurm: {drained}"))
         if self.cancelled:
             return  # reported as cancelled by _cancel_open
@@ -569,7 +580,7 @@ class SlurmExecutor:
                     if not any(k[0] in mine and not v.finished for k, v in self._states().items()):
                         break
                     time.sleep(POLL_SECONDS)
-            except (TransportError, SlurmError) as exc:
+            except Exception as exc:  # the report must still be written: say what is left to do
                 self.say(f"harness: cancelling Slurm jobs {', '.join(ids)} failed: {exc}; `scancel` them by hand")
         verdict = failure or Verdict(Outcome.SKIP, message="not run: the run was cancelled")
         for sub in open_subs:
