@@ -216,3 +216,9 @@ def test_slurm_config_from_the_inventory_alone(tmp_path: Path):
     assert "HealthCheckInterval=30" in lines and "PartitionName=wh-n150 Nodes=h1 Default=YES MaxTime=INFINITE State=UP" in lines
     bad = _cli("slurm", "config", "--inventory", str(inv), "--cluster", "other", "--no-probe")
     assert bad.returncode == 2 and "no slurm cluster named 'other'" in bad.stderr
+
+
+def test_the_example_slurm_inventory_loads():
+    inv = load_inventory(Path(__file__).resolve().parents[1] / "configs" / "examples" / "slurm-lab.yaml")
+    cluster = inv.cluster("wh-lab")
+    assert cluster.partition("n300") == "wh-n300" and cluster.node_command == ("/usr/local/bin/tt-harness-node",)
