@@ -48,6 +48,8 @@ def run(
 
     try:
         job = load_job(job_path)
+        if slurm_cluster is not None and lab_name is not None and inventory is None:
+            _lab_with_slurm(lab_name)  # --lab sim --slurm sim: the lab comes up with its cluster
         lab = load_inventory(resolve_inventory(inventory, lab_name))
         names = split_names(hosts or [])
         out_dir = out or Path("out") / job.name
@@ -103,6 +105,21 @@ def run(
         typer.echo(f"{job.name}: cancelled by {signal.Signals(caught.signal).name}; the report holds what finished", err=True)
         raise typer.Exit(128 + caught.signal)  # 130 for Ctrl-C, 143 for SIGTERM
     raise typer.Exit(report.exit_code)
+
+
+def _lab_with_slurm(name: str) -> None:
+    """Bring the simulated lab up with Slurm unless it already runs it (as `lab up --slurm`)."""
+    from harness.cli.lab import open_lab
+    from harness.lab.sim import DEFAULT_HOSTS, LabError, host_name
+
+    sim = open_lab(name)
+    try:
+        if not sim.has_slurm() or not sim.status().up:
+            faults = {} if sim.status().hosts else {host_name(name, DEFAULT_HOSTS): ["no-hugepages"]}
+            sim.up(DEFAULT_HOSTS, faults, slurm=True)
+    except LabError as exc:
+        typer.echo(f"lab {name}: {exc}", err=True)
+        raise typer.Exit(3)
 
 
 class _Signals:
