@@ -155,6 +155,21 @@ def test_layernorm_bug_is_the_same_real_failure_through_slurm_as_through_ssh(slu
         (c["name"], c["outcome"], c["message"]) for c in bug}
 
 
+def test_repeats_are_one_job_array_combined_as_repeats_are(slurm_lab: SimLab, tmp_path: Path):
+    job = write_job(tmp_path, "slurm-e2e-array", """\
+        - name: thrice
+          kind: command
+          command: ['true']
+          repeat: 3
+          timeout: 1m
+        """)
+    summary = finish(harness_run(slurm_lab, job, tmp_path / "out"), tmp_path / "out")
+    (case,) = all_cases(summary)
+    assert (summary["_rc"], case["outcome"], case["attempts"]) == (0, "pass", 3), summary["_stdout"]
+    arrays = ctl(slurm_lab, "squeue", "-h", "-t", "all", "-n", "tt-harness:slurm-e2e-array:thrice", "-o", "%F %K")
+    assert sorted(line.split()[1] for line in arrays.splitlines()) == ["1", "2", "3"], arrays
+
+
 def test_two_orchestrators_never_share_a_card(slurm_lab: SimLab, tmp_path: Path):
     """Two `harness run --slurm` at once, eight checks on three cards: from every host's
     engine, no device file is ever given to two running containers, and each container sees

@@ -40,6 +40,7 @@ from harness.core.outcomes import CaseResult, EnvCategory, HarnessErrorKind, Ver
 
 GRES_CONF = "/etc/slurm/gres.conf"
 COMMAND_TIMEOUT = 60
+MAX_OUTPUT = 1 << 20  # scontrol's answer about one job or node is a few KiB
 # A card held by a job is how a busy node looks: the health check runs beside jobs.
 NOT_A_NODE_FAULT = frozenset({EnvCategory.DEVICE_BUSY})
 
@@ -68,9 +69,15 @@ def _read(path: str) -> str:
         return ""
 
 
-def _run(transport, argv: Sequence[str]) -> tuple[int | None, str]:
-    result = transport.run(list(argv), timeout=COMMAND_TIMEOUT)
-    return result.exit_status, (result.stdout_tail + result.stderr_tail).strip()
+def _run(argv: Sequence[str]) -> tuple[int | None, str]:
+    """A short command's status and whole output (scontrol's records are read in full: a
+    transport keeps only the tail, and an array's records come before this element's)."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    text = (done.stdout[:MAX_OUTPUT] + done.stderr[-4096:]).decode("utf-8", errors="replace")
+    return done.returncode, text.strip()
 
 
 # -- healthcheck ---------------------------------------------------------------------------
@@ -85,7 +92,7 @@ def healthcheck(node: str | None = None, gres_conf: str = GRES_CONF, say=print) 
     transport = LocalTransport(node)
     report = preflight(transport, node_host(node, _read(gres_conf)))
     failed = [f"{c.name}: {c.reason}" for c in report.faults if c.category not in NOT_A_NODE_FAULT]
-    status, text = _run(transport, ["scontrol", "show", "node", node])
+    status, text = _run(["scontrol", "show", "node", node])
     if status != 0:
         say(f"tt-harness healthcheck: scontrol show node {node} failed: {text}")
         return 0  # a non-zero HealthCheckProgram changes nothing; say why in slurmd's log
@@ -96,11 +103,11 @@ def healthcheck(node: str | None = None, gres_conf: str = GRES_CONF, say=print) 
             say(f"tt-harness healthcheck: {node} already drained by someone else ({reason}); left as is")
             return 0
         if reason != wanted:
-            status, text = _run(transport, ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={wanted}"])
+            status, text = _run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={wanted}"])
             say(f"tt-harness healthcheck: drained {node}: {wanted}" + ("" if status == 0 else f" (scontrol: {text})"))
         return 0
     if slurm.drained_by_us(flags, reason):
-        status, text = _run(transport, ["scontrol", "update", f"nodename={node}", "state=resume"])
+        status, text = _run(["scontrol", "update", f"nodename={node}", "state=resume"])
         say(f"tt-harness healthcheck: {node} passes again: resumed" + ("" if status == 0 else f" (scontrol: {text})"))
     return 0
 
@@ -194,7 +201,9 @@ def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait
     card = needs_card(job, check)
     devices: tuple[int, ...] = ()
     if card:
-        status, text = _run(transport, ["scontrol", "-d", "show", "job", job_id])
+        # An array element by its own name: the array's id would list every element.
+        array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+        status, text = _run(["scontrol", "-d", "show", "job", f"{array}_{task}" if array and task else job_id])
         devices = slurm.allocated_devices(text, node, job_id) if status == 0 else ()
         if not devices:
             verdict = Verdict.env_fault(
@@ -208,7 +217,7 @@ def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait
         failed = [f"{c.name}: {c.reason}" for c in report.blocking(card) if c.category not in NOT_A_NODE_FAULT]
         if failed:
             reason = slurm.drain_reason(failed)
-            status, text = _run(transport, ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+            status, text = _run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
             record["drained"] = reason if status == 0 else None
         verdict = report.verdict(card)
         return [CaseResult(check.name, f"{job.name}.{check.name}", verdict, check=check.name)]
