@@ -16,6 +16,7 @@ COMMANDS = {
     "render": "harness.cli.validate",
     "hosts": "harness.cli.hosts",
     "lab": "harness.cli.lab",
+    "slurm": "harness.cli.slurm",
 }
 
 

@@ -37,6 +37,7 @@ def up(
     hosts: int = typer.Option(DEFAULT_HOSTS, "--hosts", min=1, max=16, help="How many hosts (sim-wh-01 ...)."),
     faults: Optional[List[str]] = typer.Option(None, "--fault", help=f"HOST=FAULT, repeatable. {_FAULT_HELP}"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    slurm: bool = typer.Option(False, "--slurm", help="Also run Slurm: slurmd + munged on every host, and a controller sim-ctl (slurmctld, the shared results folder, the login node); the inventory names the cluster `sim`."),
 ) -> None:
     """Bring the lab up (idempotent: running hosts are left as they are) and write its inventory."""
     wanted: dict[str, list[str]] = {}
@@ -45,7 +46,7 @@ def up(
         if not sep or not host or not fault:
             raise usage_error(f"--fault takes HOST=FAULT, got {item!r}")
         wanted.setdefault(host, []).append(fault)
-    status = _act(lambda lab: lab.up(hosts, wanted), quiet)
+    status = _act(lambda lab: lab.up(hosts, wanted, slurm=slurm), quiet)
     _print_status(status)
 
 
@@ -104,3 +105,8 @@ def _print_status(status) -> None:
         faults = ", ".join(host.faults) or "healthy"
         running = "; running: " + ", ".join(host.running) if host.running else ""
         typer.echo(f"  {host.name} [{host.state}] ssh {host.address or '-'}  {faults}  ({services} {cards}){running}")
+    if status.slurm is not None:
+        typer.echo(f"  slurm controller {status.name}-ctl: {status.slurm['controller']}")
+        for node in status.slurm["nodes"]:
+            reason = f"  reason: {node['reason']}" if node["reason"] else ""
+            typer.echo(f"    {node['name']}: {node['state']}{reason}")

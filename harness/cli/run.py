@@ -39,6 +39,7 @@ def run(
     lock_wait: float = typer.Option(0.0, "--lock-wait", min=0, help=f"Seconds to wait while another run of this job holds OUT's run lock (default 0: exit {EXIT_LOCKED} at once, nothing run). A lock left by a killed run is reported and taken over."),
     keep: Optional[int] = typer.Option(None, "--keep", min=1, help="Keep only the N newest run folders of this job under OUT (only folders the harness made; default: keep all)."),
     history_db: Optional[str] = typer.Option(None, "--history", metavar="DB", help=HISTORY_OPTION_HELP),
+    slurm_cluster: Optional[str] = typer.Option(None, "--slurm", metavar="CLUSTER", help="Submit each check to this Slurm cluster of the inventory (`slurm:`) instead of running it over SSH; same JUnit and summary."),
 ) -> None:
     """Run a job on its hosts: preflight, build and deliver the image, run every check, write JUnit.
 
@@ -63,18 +64,32 @@ def run(
         history = open_history(history_db)  # a bad --history is exit 2 before anything runs
         # The run lock comes before the inventory: a second run must not even bring a lab up.
         with _run_lock(out_dir, job.name, lock_wait):
+            if slurm_cluster is not None and lab_name is not None and inventory is None:
+                _lab_with_slurm(lab_name)  # --lab sim --slurm sim: the lab comes up with its cluster
             lab = load_inventory(resolve_inventory(inventory, lab_name))
             names = split_names(hosts or [])
             console = None if quiet else ConsoleProgress()
             say = console.say if console is not None else None
+            options = Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root)
+            listeners = (RunMarker(out_dir),) if console is None else (RunMarker(out_dir), console)
             with _cancelled_by_signals() as caught:
-                report = run_job(
-                    job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
-                    on_output=say if verbose else None, environ=dict(os.environ),
-                    options=Options(lease_wait=lease_wait, quarantine_after=quarantine_after, root=root),
-                    listeners=(RunMarker(out_dir),) if console is None else (RunMarker(out_dir), console),
-                    started_scheduler=caught.watch, history=history,
-                )
+                if slurm_cluster is not None:
+                    from harness.orchestration.slurmrun import SlurmError, run_slurm_job
+
+                    try:
+                        report = run_slurm_job(
+                            job, lab, slurm_cluster, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+                            environ=dict(os.environ), listeners=listeners, options=options,
+                            started_scheduler=caught.watch, history=history,
+                        )
+                    except SlurmError as exc:
+                        raise usage_error(str(exc))
+                else:
+                    report = run_job(
+                        job, lab, out_dir, host_names=names, junit_path=junit_path, on_line=say,
+                        on_output=say if verbose else None, environ=dict(os.environ), options=options,
+                        listeners=listeners, started_scheduler=caught.watch, history=history,
+                    )
             history.close()
             _keep_reports(out_dir, report, secret_masker(job, os.environ), keep)
     except InputError as exc:
@@ -151,6 +166,21 @@ def _keep_reports(out_dir: Path, report, masker, keep: int | None) -> None:
         notes = [f"reports of run {report.run_id}: {exc}"]
     for note in notes:
         _log(f"{report.job}: retention: {note}")
+
+
+def _lab_with_slurm(name: str) -> None:
+    """Bring the simulated lab up with Slurm unless it already runs it (as `lab up --slurm`)."""
+    from harness.cli.lab import open_lab
+    from harness.lab.sim import DEFAULT_HOSTS, LabError, host_name
+
+    sim = open_lab(name)
+    try:
+        if not sim.has_slurm() or not sim.status().up:
+            faults = {} if sim.status().hosts else {host_name(name, DEFAULT_HOSTS): ["no-hugepages"]}
+            sim.up(DEFAULT_HOSTS, faults, slurm=True)
+    except LabError as exc:
+        typer.echo(f"lab {name}: {exc}", err=True)
+        raise typer.Exit(3)
 
 
 class _Signals:

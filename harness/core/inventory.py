@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.core.errors import InputError
 from harness.core.profiles import default_boards
+from harness.core.slurm import SlurmCluster
 from harness.core.yamlnodes import Fields, Node, did_you_mean, load_file, parse_named
 
 TRANSPORTS = ("ssh", "local")
@@ -64,6 +65,13 @@ class Host:
 class Inventory:
     path: Path
     hosts: tuple[Host, ...]
+    clusters: tuple[SlurmCluster, ...] = ()  # `slurm:` clusters to submit to (harness run --slurm)
+
+    def cluster(self, name: str) -> SlurmCluster:
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
 
     def host(self, name: str) -> Host:
         for host in self.hosts:
@@ -81,8 +89,17 @@ class Inventory:
 
 def load_inventory(path: str | Path) -> Inventory:
     root = load_file(path)
-    f = Fields(root, "inventory", required=("hosts",))
+    f = Fields(root, "inventory", required=("hosts",), optional=("slurm",))
     hosts, nodes, problems = parse_named(f.req("hosts").as_list("hosts"), _host, lambda h: h.name, "host name")
+    clusters: list[SlurmCluster] = []
+    if f.has("slurm"):
+        clusters, cluster_nodes, more = parse_named(f.req("slurm").as_list("slurm"), _cluster, lambda c: c.name, "cluster name")
+        problems.extend(more)
+        for cluster in clusters:
+            node = cluster_nodes[cluster.name]
+            for name in cluster.nodes:
+                if name not in nodes:
+                    problems.append(node.problem(f"slurm cluster {cluster.name!r}: node {name!r} is not a host of this inventory{did_you_mean(name, tuple(nodes))}"))
     names = tuple(nodes)
     for host in hosts:
         if host.jump is not None:
@@ -93,7 +110,7 @@ def load_inventory(path: str | Path) -> Inventory:
                 problems.append(jump_node.problem("a host cannot be its own jump host"))
     if problems:
         raise InputError(problems)
-    return Inventory(path=Path(path), hosts=tuple(hosts))
+    return Inventory(path=Path(path), hosts=tuple(hosts), clusters=tuple(clusters))
 
 
 def _is_ip(text: str) -> bool:
@@ -158,6 +175,28 @@ def _host(node: Node) -> Host:
         docker=text("docker"),
         jump=text("jump"),
         registry=_registry(f.opt("registry")) if f.has("registry") else None,
+    )
+
+
+def _cluster(node: Node) -> SlurmCluster:
+    f = Fields(node, "slurm cluster", required=("name", "login", "shared_dir"), optional=("partitions", "nodes", "node_command"))
+    name = f.req("name").as_str("cluster name")
+    login = _host(f.req("login"))
+    if login.transport != "ssh":
+        raise f.req("login").fail("the login node is reached over SSH: give its address")
+    shared = f.req("shared_dir").as_str("shared_dir")
+    if not shared.startswith("/") or any(c in shared for c in "\0\n"):
+        raise f.req("shared_dir").fail(f"shared_dir {shared!r} must be an absolute path every node sees alike")
+    partitions = {}
+    if f.has("partitions"):
+        for board, value in f.req("partitions").as_map("partitions").items():
+            partitions[board] = value.as_str(f"partition for {board}")
+    command = f.opt("node_command").as_str_list("node_command") if f.has("node_command") else SlurmCluster.node_command
+    if not command:
+        raise f.req("node_command").fail("node_command is an argv, e.g. [tt-harness-node]; it is empty")
+    return SlurmCluster(
+        name=name, login=login, shared_dir=shared.rstrip("/") or "/", partitions=partitions,
+        nodes=f.opt("nodes").as_str_list("nodes") if f.has("nodes") else (), node_command=tuple(command),
     )
 
 

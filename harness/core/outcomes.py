@@ -47,6 +47,7 @@ class EnvCategory(str, enum.Enum):
     NETWORK = "network"
     DISK = "disk"
     TIMEOUT = "timeout"
+    SCHEDULER = "scheduler"  # the cluster scheduler (Slurm) ended the job: node failure, preemption
 
     def __str__(self) -> str:
         return self.value

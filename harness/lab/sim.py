@@ -35,7 +35,7 @@ import paramiko
 
 from harness.core.atomic import write_text
 from harness.execution import images
-from harness.lab import DEFAULT_HOSTS
+from harness.lab import DEFAULT_HOSTS, slurmlab
 from harness.lab.faults import Fault, fault_named
 from harness.lab.keys import known_hosts_line, public_line, write_ed25519_key
 
@@ -83,18 +83,22 @@ class LabStatus:
     name: str
     hosts: tuple[HostStatus, ...]
     inventory: Path | None
+    slurm: Mapping[str, object] | None = None  # with --slurm: controller state and nodes as Slurm sees them
 
     @property
     def up(self) -> bool:
         return bool(self.hosts) and all(h.state == "running" for h in self.hosts)
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "lab": self.name,
             "up": self.up,
             "inventory": str(self.inventory) if self.inventory else None,
             "hosts": [h.to_json() for h in self.hosts],
         }
+        if self.slurm is not None:
+            out["slurm"] = dict(self.slurm)
+        return out
 
 
 def host_name(lab: str, number: int) -> str:
@@ -147,27 +151,37 @@ class SimLab:
         return self._client
 
     # -- up --------------------------------------------------------------------------------
-    def up(self, hosts: int = DEFAULT_HOSTS, faults: Mapping[str, Sequence[str]] | None = None) -> LabStatus:
+    def up(
+        self, hosts: int = DEFAULT_HOSTS, faults: Mapping[str, Sequence[str]] | None = None, *, slurm: bool = False
+    ) -> LabStatus:
         """Bring the lab up with ``hosts`` hosts (more are kept), building what is missing.
 
         Idempotent: hosts that run are left as they are; ``faults`` (host -> fault names) are put
-        on new hosts before their sshd answers, and on running ones as asked.
+        on new hosts before their sshd answers, and on running ones as asked. ``slurm``: the
+        hosts also run slurmd + munged, and a controller ``<lab>-ctl`` (slurmctld, the shared
+        results folder, the client tools: the login node) joins them (harness/lab/slurmlab.py).
         """
         faults = {host: tuple(fault_named(f).name for f in names) for host, names in (faults or {}).items()}
         wanted = [host_name(self.name, n) for n in range(1, hosts + 1)]
         unknown = sorted(set(faults) - set(wanted) - set(self._existing_hosts()))
         if unknown:
             raise LabError(f"no host {unknown[0]} in lab {self.name} (hosts: {', '.join(wanted)})")
-        image = self._host_image()
+        slurm = slurm or self.has_slurm()
+        existing = [h for h in self._existing_hosts() if self._container(h) is not None]
+        if slurm and existing and not self.has_slurm():
+            raise LabError(f"lab {self.name} runs without Slurm; `harness lab down` first, then `harness lab up --slurm`")
+        image = slurmlab.slurm_image(self) if slurm else self._host_image()
         self.directory.mkdir(parents=True, exist_ok=True)
         client_key = self._client_key()
         self._ensure_network()
         started = []
+        if slurm:
+            slurmlab.prepare(self, wanted, faults)
         for host in wanted:
             container = self._container(host)
             if container is None:
                 self.say(f"lab {self.name}: creating {host}")
-                self._create(host, image, client_key, faults.get(host, ()))
+                self._create(host, image, client_key, faults.get(host, ()), slurm=slurm)
                 started.append(host)
             else:
                 if container.attrs.get("Image") != self.client.images.get(image).id:
@@ -176,6 +190,8 @@ class SimLab:
                     self.say(f"lab {self.name}: starting {host} ({container.status})")
                     container.start()
                     started.append(host)
+        if slurm:
+            started += slurmlab.ensure_controller(self, image, client_key)
         self._wait_ready(started)
         for host, names in faults.items():
             if host not in started:
@@ -224,22 +240,31 @@ class SimLab:
         if not self.client.networks.list(names=[self.network]):
             self.client.networks.create(self.network, driver="bridge", labels={LAB_LABEL: self.name})
 
-    def _create(self, host: str, image: str, client_key: paramiko.Ed25519Key, faults: Sequence[str]) -> None:
+    def _create(
+        self, host: str, image: str, client_key: paramiko.Ed25519Key, faults: Sequence[str], *, slurm: bool = False
+    ) -> None:
         volume = self.volume_name(host)
         if not self.client.volumes.list(filters={"name": volume}):
             self.client.volumes.create(volume, labels={LAB_LABEL: self.name})
+        volumes = {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"}, volume: {"bind": "/var/lib/docker", "mode": "rw"}}
+        environment = {"TT_SIM_DEVICES": "0", "TT_SIM_CARD": BOARD, "TT_SIM_FAULTS": " ".join(faults)}
+        labels = {LAB_LABEL: self.name, f"{LAB_LABEL}.host": host}
+        if slurm:
+            volumes.update(slurmlab.node_volumes(self))
+            environment["TT_SIM_SLURM_ROLE"] = "node"
+            labels[slurmlab.ROLE_LABEL] = "node"
         container = self.client.containers.create(
             image,
             name=self.container_name(host),
             hostname=host,
-            labels={LAB_LABEL: self.name, f"{LAB_LABEL}.host": host},
-            environment={"TT_SIM_DEVICES": "0", "TT_SIM_CARD": BOARD, "TT_SIM_FAULTS": " ".join(faults)},
+            labels=labels,
+            environment=environment,
             network=self.network,
             ports={"22/tcp": ("127.0.0.1", None)},
             cap_add=["ALL"],
             cap_drop=["SYS_RESOURCE"],
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
-            volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"}, volume: {"bind": "/var/lib/docker", "mode": "rw"}},
+            volumes=volumes,
             init=True,
             detach=True,
         )
@@ -274,6 +299,10 @@ class SimLab:
         keys = self.directory / "known_hosts"
         identity = self.directory / "id_ed25519"
         lines, entries = [], []
+        controller = slurmlab.controller_address(self)
+        if controller is not None:
+            address, _, port = controller.rpartition(":")
+            lines.append(known_hosts_line(f"[{address}]:{port}", self._host_key(slurmlab.controller_name(self))))
         for host in status.hosts:
             if host.address is None:
                 continue
@@ -296,7 +325,7 @@ class SimLab:
             self.inventory_path,
             f"# The simulated lab {self.name!r}, written by `harness lab up`: STAND-IN Wormhole hosts (no\n"
             "# card anywhere: see harness/lab/sim.py). Reached like real hosts: SSH with pinned host keys.\n"
-            "hosts:\n" + "".join(entries),
+            "hosts:\n" + "".join(entries) + (slurmlab.inventory_section(self, controller, identity, keys) if controller else ""),
         )
 
     # -- faults -----------------------------------------------------------------------------
@@ -325,16 +354,26 @@ class SimLab:
         hosts = []
         for container in self._containers():
             host = container.labels.get(f"{LAB_LABEL}.host", container.name)
+            if container.labels.get(slurmlab.ROLE_LABEL) == "ctl":
+                continue  # the Slurm controller: no card (LabStatus.slurm tells its state)
             if container.status != "running":
                 hosts.append(HostStatus(host, container.status))
                 continue
             ports = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
             bound = (ports.get("22/tcp") or [{}])[0]
             address = f"{bound.get('HostIp', '127.0.0.1')}:{bound['HostPort']}" if bound.get("HostPort") else None
-            result = container.exec_run(["tt-sim", "status"])
+            command = "tt-sim status; lab-slurm status" if container.labels.get(slurmlab.ROLE_LABEL) else "tt-sim status"
+            result = container.exec_run(["sh", "-c", command])
             hosts.append(_parse_status(host, address, result.output.decode(errors="replace")))
         hosts.sort(key=lambda h: h.name)
-        return LabStatus(self.name, tuple(hosts), self.inventory_path if self.inventory_path.exists() else None)
+        return LabStatus(
+            self.name, tuple(hosts), self.inventory_path if self.inventory_path.exists() else None,
+            slurmlab.cluster_status(self),
+        )
+
+    def has_slurm(self) -> bool:
+        """Whether this lab runs Slurm (its controller exists)."""
+        return self._container(slurmlab.controller_name(self)) is not None
 
     def down(self) -> list[str]:
         """Remove every container, volume and network of the lab; what was removed."""

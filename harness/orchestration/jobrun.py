@@ -15,7 +15,7 @@ import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from harness.core import junit
 from harness.core.atomic import write_text
@@ -128,24 +128,56 @@ def run_job(
     reported in the report's ``history_error``, never in a verdict or the exit code)."""
     hosts = select_hosts(job, inventory, host_names)
     Connections(inventory).check(hosts)  # a jump loop is an input error before anything runs
+    options = options or Options(root=root)
+
+    def scheduler(run_id: str, listeners: tuple[Listener, ...]) -> Scheduler:
+        return Scheduler(
+            job, inventory, hosts, run_id, out_dir / run_id, listeners=listeners, on_line=on_line,
+            on_output=on_output, environ=environ, options=options, now=_now,
+        )
+
+    return drive(job, hosts, out_dir, scheduler, junit_path=junit_path, environ=environ, listeners=listeners,
+                 started_scheduler=started_scheduler, history=history)
+
+
+class RunSource(Protocol):
+    """What runs the checks and knows their results: the SSH scheduler, the Slurm executor."""
+
+    cancelled: bool
+
+    def run(self) -> None: ...
+    def suites(self) -> Iterable[SuiteResult]: ...
+    def emit(self, event) -> None: ...
+
+
+def drive(
+    job: JobSpec,
+    hosts: Sequence[Host],
+    out_dir: Path,
+    make_source: Callable[[str, tuple[Listener, ...]], RunSource],
+    *,
+    junit_path: Path | None,
+    environ: Mapping[str, str] | None,
+    listeners: Sequence[Listener],
+    started_scheduler: Callable[[Any], None] | None,
+    history: "History | None",
+) -> RunReport:
+    """One run, whatever executes it: a run id, the report writer and the history recorder as
+    listeners of ``make_source(run_id, listeners)``, which runs the checks; the reports written
+    at the end whatever happened."""
     run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     started = _now()
-    options = options or Options(root=root)
     writer = ReportWriter(out_dir, junit_path, job, run_id, started, environ)
     recorder = HistoryRecorder(history, job, hosts, run_id, started, writer.masker) if history is not None else None
-    scheduler = Scheduler(
-        job, inventory, hosts, run_id, out_dir / run_id,
-        listeners=(writer, *listeners, *((recorder,) if recorder else ())), on_line=on_line,
-        on_output=on_output, environ=environ, options=options, now=_now,
-    )
-    writer.source = scheduler
+    source = make_source(run_id, (writer, *listeners, *((recorder,) if recorder else ())))
+    writer.source = source
     if started_scheduler is not None:
-        started_scheduler(scheduler)
+        started_scheduler(source)
     try:
-        scheduler.run()
+        source.run()
     finally:
         report = writer.write(finished=True)
-        scheduler.emit(RunFinished(run_id, report.exit_code, report.cancelled, report.finished))
+        source.emit(RunFinished(run_id, report.exit_code, report.cancelled, report.finished))
         if recorder is not None:
             report = dataclasses.replace(report, history=recorder.history.display, history_error=writer.masker.text(recorder.error))
             writer.write_summary(report)
@@ -163,7 +195,7 @@ class ReportWriter:
         self.run_id = run_id
         self.started = started
         self.masker = secret_masker(job, environ or {})
-        self.source: Scheduler | None = None
+        self.source: RunSource | None = None
         self._lock = threading.Lock()
 
     def on_event(self, event) -> None:
