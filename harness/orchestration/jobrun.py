@@ -133,7 +133,7 @@ def run_job(
     def scheduler(run_id: str, listeners: tuple[Listener, ...]) -> Scheduler:
         return Scheduler(
             job, inventory, hosts, run_id, out_dir / run_id, listeners=listeners, on_line=on_line,
-            on_output=on_output, environ=environ, options=options, now=_now,
+            on_output=on_output, environ=environ, options=options, now=utc_now,
         )
 
     return drive(job, hosts, out_dir, scheduler, junit_path=junit_path, environ=environ, listeners=listeners,
@@ -166,7 +166,7 @@ def drive(
     listeners of ``make_source(run_id, listeners)``, which runs the checks; the reports written
     at the end whatever happened."""
     run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-    started = _now()
+    started = utc_now()
     writer = ReportWriter(out_dir, junit_path, job, run_id, started, environ)
     recorder = HistoryRecorder(history, job, hosts, run_id, started, writer.masker) if history is not None else None
     source = make_source(run_id, (writer, *listeners, *((recorder,) if recorder else ())))
@@ -206,7 +206,7 @@ class ReportWriter:
         assert self.source is not None
         with self._lock:
             report = RunReport(
-                self.run_id, self.job.name, tuple(self.source.suites()), self.started, _now() if finished else "",
+                self.run_id, self.job.name, tuple(self.source.suites()), self.started, utc_now() if finished else "",
                 tuple(c.name for c in self.job.checks), self.out_dir / self.run_id, self.source.cancelled,
             )
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -220,5 +220,5 @@ class ReportWriter:
             write_text(self.out_dir / "summary.json", json.dumps(self.masker.data(report.summary()), indent=2) + "\n")
 
 
-def _now() -> str:
+def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()

@@ -168,7 +168,7 @@ class Scheduler:
                     self._prepare_hosts()
                     self._dispatch()
             except Exception:  # the boundary of last resort: everything not finished is an error
-                self._fail_pending(_internal("the scheduler failed", traceback.format_exc()))
+                self._fail_pending(internal_error("the scheduler failed", traceback.format_exc()))
             self._finish_pending()
             self._sweep()
         return self.suites()
@@ -182,7 +182,7 @@ class Scheduler:
                 )
                 state.properties = _properties(self.job, state.host, state.report)
             except Exception:
-                state.unusable = _internal(f"preflight of {state.host.name} failed", traceback.format_exc())
+                state.unusable = internal_error(f"preflight of {state.host.name} failed", traceback.format_exc())
             faults = tuple(f"{c.name} [{c.category}]" for c in state.report.faults) if state.report else ("crashed",)
             self.emit(HostChecked(state.host.name, faults))
 
@@ -197,11 +197,11 @@ class Scheduler:
                 state = self.hosts[task.host]
                 why = self._blocked(state, task)
                 if why is not None:
-                    self._record(state, task, [_not_run(self.job, check, why)])
+                    self._record(state, task, [not_run(self.job, check, why)])
                     continue
             elif all(self._blocked(state, task) is not None for state in self.hosts.values()):
                 state = next(iter(self.hosts.values()))
-                self._record(state, task, [_not_run(self.job, check, self._blocked(state, task))])
+                self._record(state, task, [not_run(self.job, check, self._blocked(state, task))])
                 continue
             yield task
 
@@ -240,7 +240,7 @@ class Scheduler:
             self._built = exc
         except Exception:
             self._built = None
-            verdict = _internal("the image build failed", traceback.format_exc())
+            verdict = internal_error("the image build failed", traceback.format_exc())
             for state in self.hosts.values():
                 state.unusable = verdict
         targets = [s for s in self.hosts.values() if s.unusable is None and any(t.may_run_on(s.host.name) for t in self.pending)]
@@ -253,7 +253,7 @@ class Scheduler:
         built = self._built
         try:
             if isinstance(built, images.ImageError):
-                state.unusable = _image_verdict(built)
+                state.unusable = image_verdict(built)
                 return
             assert built is not None and state.transport is not None and state.report is not None
             state.properties.update({"image": built.tag, "image.digest": built.digest})
@@ -281,11 +281,11 @@ class Scheduler:
             if self.cancelled:
                 state.runner.cancel()
         except images.ImageError as exc:
-            state.unusable = _image_verdict(exc)
+            state.unusable = image_verdict(exc)
         except TransportError as exc:
             state.unusable = exc.verdict()
         except Exception:
-            state.unusable = _internal(f"delivering the image to {state.host.name} failed", traceback.format_exc())
+            state.unusable = internal_error(f"delivering the image to {state.host.name} failed", traceback.format_exc())
 
     def _waiting(self, host: str, line: str) -> None:
         self.emit(CheckWaiting(host, getattr(self._current, "check", "?"), line))
@@ -327,8 +327,8 @@ class Scheduler:
             try:
                 cases, note = self._execute(state, task, devices)
             except Exception:
-                crashed = _internal("running the check failed", traceback.format_exc())
-                cases, note = [_not_run(self.job, self.job.check(task.check), crashed)], ""
+                crashed = internal_error("running the check failed", traceback.format_exc())
+                cases, note = [not_run(self.job, self.job.check(task.check), crashed)], ""
             with self._cv:
                 self.running -= 1
                 for device in devices:
@@ -416,7 +416,7 @@ class Scheduler:
         if self.cancelled and any(c.outcome not in (Outcome.PASS, Outcome.XFAIL, Outcome.FLAKY) for c in cases):
             # A check stopped by the cancel says nothing about the code or the card.
             cancelled = Verdict(Outcome.SKIP, message="cancelled while it ran")
-            cases = [dataclasses.replace(c, verdict=cancelled) for c in cases] or [_not_run(self.job, self.job.check(task.check), cancelled)]
+            cases = [dataclasses.replace(c, verdict=cancelled) for c in cases] or [not_run(self.job, self.job.check(task.check), cancelled)]
         faults = sorted({str(c.verdict.category) for c in cases if c.outcome is Outcome.ENV_FAULT and c.verdict.category})
         if faults and not self.cancelled:
             state.env_faults.append(faults[0])
@@ -442,7 +442,7 @@ class Scheduler:
             # Its pinned work cannot move: report it now; pooled work goes to the other hosts.
             for task in [t for t in self.pending if t.host == state.host.name]:
                 self.pending.remove(task)
-                self._record(state, task, [_not_run(self.job, self.job.check(task.check), self._blocked(state, task))])
+                self._record(state, task, [not_run(self.job, self.job.check(task.check), self._blocked(state, task))])
             self._cv.notify_all()
 
     def _record(self, state: _HostState, task: Task, cases: list[CaseResult], note: str = "") -> None:
@@ -454,7 +454,7 @@ class Scheduler:
     def _fail_pending(self, verdict: Verdict) -> None:
         with self._cv:
             for task in self.pending:
-                self._record(self._home(task), task, [_not_run(self.job, self.job.check(task.check), verdict)])
+                self._record(self._home(task), task, [not_run(self.job, self.job.check(task.check), verdict)])
             self.pending = []
 
     def _finish_pending(self) -> None:
@@ -468,7 +468,7 @@ class Scheduler:
                 why = self._blocked(state, task) or Verdict.env_fault(
                     EnvCategory.NETWORK, f"not run: no host of the pool could take {task.check}"
                 )
-                self._record(state, task, [_not_run(self.job, self.job.check(task.check), why)])
+                self._record(state, task, [not_run(self.job, self.job.check(task.check), why)])
             self.pending = []
 
     def _home(self, task: Task) -> _HostState:
@@ -515,7 +515,7 @@ def _last_category(state: _HostState) -> EnvCategory:
     return EnvCategory(state.env_faults[-1]) if state.env_faults else EnvCategory.DEVICE_HANG
 
 
-def _internal(what: str, trace: str) -> Verdict:
+def internal_error(what: str, trace: str) -> Verdict:
     """An exception of the harness itself, as a verdict: the traceback goes into the report."""
     last = trace.strip().splitlines()[-1] if trace.strip() else "no detail"
     return Verdict.error(
@@ -525,12 +525,12 @@ def _internal(what: str, trace: str) -> Verdict:
     )
 
 
-def _not_run(job: JobSpec, check: CheckSpec, verdict: Verdict) -> CaseResult:
+def not_run(job: JobSpec, check: CheckSpec, verdict: Verdict) -> CaseResult:
     """A synthetic case for a check that did not run: never an empty report, never a silent skip."""
     return junit.synthetic_case(check.name, verdict, job=job.name)
 
 
-def _image_verdict(exc: images.ImageError) -> Verdict:
+def image_verdict(exc: images.ImageError) -> Verdict:
     evidence = [Evidence(None, line) for line in exc.log_tail[-5:]]
     return Verdict.env_fault(exc.category if isinstance(exc.category, EnvCategory) else EnvCategory.IMAGE, exc.message, evidence)
 

@@ -50,8 +50,8 @@ from harness.core.spec import CheckSpec, JobSpec
 from harness.execution import images
 from harness.execution.connect import Connections
 from harness.execution.transport import ArtifactError, Transport, TransportError
-from harness.orchestration.jobrun import RunReport, _now, drive, select_hosts
-from harness.orchestration.scheduler import Options, _image_verdict, _internal, _not_run
+from harness.orchestration.jobrun import RunReport, utc_now, drive, select_hosts
+from harness.orchestration.scheduler import Options, image_verdict, internal_error, not_run
 
 if TYPE_CHECKING:
     from harness.history.store import History
@@ -143,7 +143,7 @@ def run_slurm_job(
     def executor(run_id: str, listeners: tuple[Listener, ...]) -> SlurmExecutor:
         return SlurmExecutor(
             job, inventory, cluster, hosts, run_id, listeners=listeners, on_line=on_line,
-            options=options or Options(), now=_now, log_dir=out_dir / run_id,
+            options=options or Options(), now=utc_now, log_dir=out_dir / run_id,
         )
 
     return drive(job, hosts, out_dir, executor, junit_path=junit_path, environ=environ, listeners=listeners,
@@ -230,7 +230,7 @@ class SlurmExecutor:
             except SlurmError as exc:
                 failure = Verdict.env_fault(EnvCategory.SCHEDULER, str(exc))
             except Exception:
-                failure = _internal("the Slurm executor failed", traceback.format_exc())
+                failure = internal_error("the Slurm executor failed", traceback.format_exc())
             finally:
                 self._end(planned, failure)
         return self.suites()
@@ -267,7 +267,7 @@ class SlurmExecutor:
             check = self.job.check(task.check)
             why = self._blocked(task)
             if why is not None:
-                self._record(self._home(task), task, [_not_run(self.job, check, why)])
+                self._record(self._home(task), task, [not_run(self.job, check, why)])
             else:
                 out.append(task)
         return out
@@ -288,7 +288,7 @@ class SlurmExecutor:
             self.say(f"== {self.job.name}: image {rendering.tag}")
             built = images.ensure_rendered(rendering, on_progress=self.say)
         except images.ImageError as exc:
-            raise _Unusable(_image_verdict(exc)) from None
+            raise _Unusable(image_verdict(exc)) from None
         self.image = built.tag
         from concurrent.futures import ThreadPoolExecutor
 
@@ -299,11 +299,11 @@ class SlurmExecutor:
                 images.distribute(built, transport, host.registry, on_progress=self.say, docker_argv=images.host_docker_command(host))
                 state.properties.update({"image": built.tag, "image.digest": built.digest})
             except images.ImageError as exc:
-                self._unusable[host.name] = _image_verdict(exc)
+                self._unusable[host.name] = image_verdict(exc)
             except TransportError as exc:
                 self._unusable[host.name] = exc.verdict()
             except Exception:
-                self._unusable[host.name] = _internal(f"delivering the image to {host.name} failed", traceback.format_exc())
+                self._unusable[host.name] = internal_error(f"delivering the image to {host.name} failed", traceback.format_exc())
             if host.name in self._unusable:
                 state.properties["unusable"] = self._unusable[host.name].message
 
@@ -343,7 +343,7 @@ class SlurmExecutor:
         job_id = text.strip().splitlines()[-1].split(";")[0] if status == 0 and text.strip() else ""
         if not job_id.isdigit():
             verdict = Verdict.env_fault(EnvCategory.SCHEDULER, f"sbatch refused {check.name}: {text.strip()[-300:] or f'exit {status}'}")
-            self._record(self._home(task), task, [_not_run(self.job, check, verdict)])
+            self._record(self._home(task), task, [not_run(self.job, check, verdict)])
             return
         sub.job_id = int(job_id)
         with self._lock:
@@ -517,11 +517,11 @@ class SlurmExecutor:
             try:
                 if "slurm" in record:
                     verdict = slurm.verdict_from_json(record["slurm"])
-                    per_attempt.append([_not_run(self.job, check, verdict)])
+                    per_attempt.append([not_run(self.job, check, verdict)])
                 else:
                     per_attempt.append([slurm.case_from_json(c) for c in record.get("cases", ())])
             except (KeyError, TypeError, ValueError) as exc:
-                per_attempt.append([_not_run(self.job, check, Verdict.error(
+                per_attempt.append([not_run(self.job, check, Verdict.error(
                     HarnessErrorKind.INTERNAL, f"unreadable result from {record.get('node')}: {exc}"))])
         cases = slurm.combine_cases(check.name, check.known_bug, per_attempt)
         state = self.nodes.get(node) if node else None
@@ -582,10 +582,10 @@ class SlurmExecutor:
         for sub in open_subs:
             sub.results.update({n: {} for n in range(1, sub.attempts + 1)})
             why = failure or Verdict(Outcome.SKIP, message=f"cancelled: Slurm job {sub.job_id} was cancelled")
-            self._record(self._home(sub.task), sub.task, [_not_run(self.job, sub.check, why)])
+            self._record(self._home(sub.task), sub.task, [not_run(self.job, sub.check, why)])
         for task in planned:
             if (task.check, task.host) not in self._accounted:
-                self._record(self._home(task), task, [_not_run(self.job, self.job.check(task.check), verdict)])
+                self._record(self._home(task), task, [not_run(self.job, self.job.check(task.check), verdict)])
 
     def _home(self, task: Task) -> _NodeState:
         if task.host is not None:
