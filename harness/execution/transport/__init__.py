@@ -14,7 +14,18 @@ from harness.execution.transport.base import (
     remote_command_line,
 )
 from harness.execution.transport.local import LocalTransport
-from harness.execution.transport.ssh import HOST_KEY_POLICIES, SshPool, SshTarget, SshTransport
+
+_SSH = ("HOST_KEY_POLICIES", "SshPool", "SshTarget", "SshTransport")
+
+
+def __getattr__(name: str):
+    # The SSH transport loads paramiko (~0.3 s): only code that uses it pays, not a Slurm job's
+    # node entry point running the check on its own host.
+    if name in _SSH:
+        from harness.execution.transport import ssh
+
+        return getattr(ssh, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ArtifactError",
