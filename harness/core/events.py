@@ -8,7 +8,8 @@ the harness's own bug and is reported, never allowed to stop the run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+import traceback
+from typing import Callable, Iterable, Protocol
 
 from harness.core.outcomes import CaseResult
 
@@ -84,3 +85,13 @@ Event = RunStarted | HostChecked | ImageReady | CheckStarted | CheckWaiting | Ch
 
 class Listener(Protocol):
     def on_event(self, event: Event) -> None: ...
+
+
+def deliver(listeners: Iterable[Listener], event: Event, say: Callable[[str], None]) -> None:
+    """Hand ``event`` to every listener; one that raises is the harness's own bug: it is said,
+    with its traceback, and the run and the other listeners go on."""
+    for listener in listeners:
+        try:
+            listener.on_event(event)
+        except Exception:
+            say(f"harness: listener {type(listener).__name__} failed on {type(event).__name__}:\n{traceback.format_exc()}")

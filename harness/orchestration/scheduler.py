@@ -39,13 +39,14 @@ from harness.core import junit
 from harness.core.events import (
     CheckFinished,
     CheckStarted,
-    ImageReady,
     CheckWaiting,
     Event,
     HostChecked,
     HostQuarantined,
+    ImageReady,
     Listener,
     RunStarted,
+    deliver,
 )
 from harness.core.hostfacts import PreflightReport
 from harness.core.inventory import Host, Inventory
@@ -151,11 +152,7 @@ class Scheduler:
         return self._cancelled.is_set()
 
     def emit(self, event: Event) -> None:
-        for listener in self.listeners:
-            try:
-                listener.on_event(event)
-            except Exception:  # a listener's bug must not stop the run; say so
-                self.say(f"harness: listener {type(listener).__name__} failed on {type(event).__name__}:\n{traceback.format_exc()}")
+        deliver(self.listeners, event, self.say)
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> list[SuiteResult]:

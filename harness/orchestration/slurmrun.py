@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from harness.core import slurm
-from harness.core.events import CheckFinished, CheckStarted, Event, HostQuarantined, Listener, RunStarted
+from harness.core.events import CheckFinished, CheckStarted, Event, HostQuarantined, Listener, RunStarted, deliver
 from harness.core.inventory import Host, Inventory
 from harness.core.invocation import needs_card
 from harness.core.outcomes import CaseResult, EnvCategory, HarnessErrorKind, Outcome, SuiteResult, Verdict
@@ -197,11 +197,7 @@ class SlurmExecutor:
         return self._cancelled.is_set()
 
     def emit(self, event: Event) -> None:
-        for listener in self.listeners:
-            try:
-                listener.on_event(event)
-            except Exception:
-                self.say(f"harness: listener {type(listener).__name__} failed on {type(event).__name__}:\n{traceback.format_exc()}")
+        deliver(self.listeners, event, self.say)
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> list[SuiteResult]:
