@@ -268,12 +268,16 @@ class SimLab:
             init=True,
             detach=True,
         )
+        self.install_ssh_identity(container, host, client_key)
+        container.start()
+
+    def install_ssh_identity(self, container, host: str, client_key) -> None:
+        """The host's pinned host key and the lab client's authorized key, into a created container."""
         self._host_key(host)
         container.put_archive("/etc/ssh", _tar({
             "lab_host_ed25519_key": (self._host_key_path(host).read_text(), 0o600),
             f"authorized_keys.d/{USER}": (f"{public_line(client_key)} harness-lab-{self.name}\n", 0o644),
         }))
-        container.start()
 
     def _wait_ready(self, hosts: Sequence[str]) -> None:
         if not hosts:

@@ -75,7 +75,7 @@ def node_volumes(lab: SimLab) -> dict:
 
 def prepare(lab: SimLab, wanted: Sequence[str], faults: Mapping[str, Sequence[str]]) -> None:
     """The shared volume, and the cluster's config in it, before any host starts."""
-    from harness.lab.sim import LAB_LABEL
+    from harness.lab.sim import LAB_LABEL, USER
 
     volume = shared_volume(lab)
     if not lab.client.volumes.list(filters={"name": volume}):
@@ -131,8 +131,7 @@ def render_config(lab: SimLab, hosts: Sequence[str], faults: Mapping[str, Sequen
 def ensure_controller(lab: SimLab, image: str, client_key: paramiko.Ed25519Key) -> list[str]:
     """Create and start ``<lab>-ctl`` if missing; write the config and key into the shared
     folder (the hosts wait for them). The hosts to wait for: the controller, if it started."""
-    from harness.lab.keys import public_line
-    from harness.lab.sim import LAB_LABEL, USER, _tar
+    from harness.lab.sim import LAB_LABEL, USER
 
     ctl = controller_name(lab)
     started = []
@@ -151,11 +150,7 @@ def ensure_controller(lab: SimLab, image: str, client_key: paramiko.Ed25519Key) 
             init=True,
             detach=True,
         )
-        lab._host_key(ctl)
-        container.put_archive("/etc/ssh", _tar({
-            "lab_host_ed25519_key": (lab._host_key_path(ctl).read_text(), 0o600),
-            f"authorized_keys.d/{USER}": (f"{public_line(client_key)} harness-lab-{lab.name}\n", 0o644),
-        }))
+        lab.install_ssh_identity(container, ctl, client_key)
         container.start()
         started.append(ctl)
     elif container.status != "running":
