@@ -75,7 +75,7 @@ def node_volumes(lab: SimLab) -> dict:
 
 def prepare(lab: SimLab, wanted: Sequence[str], faults: Mapping[str, Sequence[str]]) -> None:
     """The shared volume, and the cluster's config in it, before any host starts."""
-    from harness.lab.sim import LAB_LABEL, USER
+    from harness.lab.sim import LAB_LABEL
 
     volume = shared_volume(lab)
     if not lab.client.volumes.list(filters={"name": volume}):
