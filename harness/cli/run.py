@@ -209,5 +209,8 @@ def _cancelled_by_signals():
     try:
         yield caught
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if caught.signal is None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        # else: the run was cancelled and the command is on its way out (reports, history,
+        # retention, exit 128+N); a second Ctrl-C must not kill it halfway, so signals stay caught
