@@ -26,14 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import time
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ as a package
+from benchmarks.timing import harness_command, timed  # noqa: E402
 
 _MB = 1_000_000
 
@@ -138,31 +139,14 @@ GREP_PATTERN = (
 )
 
 
-def _harness() -> list[str]:
-    script = Path(sys.executable).parent / "harness"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "harness"]
-
-
-def _children_cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: workers too
-    return used.ru_utime + used.ru_stime
-
-
-def _timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
-    cpu = _children_cpu()
-    start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
-    return time.perf_counter() - start, _children_cpu() - cpu, done
-
-
 def against_grep(path: Path, fatal_line: int, repeat: int) -> bool:
     """`harness classify` and `grep -c -E` in turn; prints medians and ratios; True if right."""
     grep, classify = [], []
     right = True
     for _ in range(repeat):
-        wall, cpu, done = _timed(["grep", "-c", "-E", GREP_PATTERN, str(path)])
+        wall, cpu, done = timed(["grep", "-c", "-E", GREP_PATTERN, str(path)])
         grep.append((wall, cpu))
-        wall, cpu, done = _timed([*_harness(), "classify", str(path)])
+        wall, cpu, done = timed([*harness_command(), "classify", str(path)])
         classify.append((wall, cpu))
         right &= done.returncode == 3 and f"    {fatal_line}: " in done.stdout  # env_fault, the fatal line
     gw, gc = (statistics.median(x[i] for x in grep) for i in (0, 1))

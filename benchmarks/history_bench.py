@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import random
-import resource
 import sqlite3
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.timing import timed as timed_command  # noqa: E402
 
 BASE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 HOSTS = ("wh-n150-01", "wh-n150-02", "wh-n150-03")
@@ -98,12 +98,7 @@ def commands_timed(commands: list[list[str]], repeat: int) -> list[tuple[float, 
     for _ in range(repeat):
         for i, args in enumerate(commands):
             argv = [sys.executable, *args] if args[0] == "-c" else [sys.executable, "-m", "harness", *args]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
-            wall = time.perf_counter() - start
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            wall, cpu, done = timed_command(argv, cwd=REPO)
             times[i].append((wall, cpu))
             if done.returncode != 0:
                 raise SystemExit(f"`harness {' '.join(args)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}")

@@ -22,13 +22,14 @@ import argparse
 import json
 import os
 import random
-import resource
-import time
-from pathlib import Path
 import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ as a package
+from benchmarks.timing import harness_command, timed  # noqa: E402
 
 # VmHWM is the peak RSS of this process image; ru_maxrss would also count the parent's pages
 # when the child was started by vfork, as subprocess does.
@@ -171,28 +172,15 @@ def generate(path: str, ops: int, moved: int = 0, seed: int = 0) -> int:
     return written + 3
 
 
-def _children_cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
-
-
-def _timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
-    cpu = _children_cpu()
-    start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
-    return time.perf_counter() - start, _children_cpu() - cpu, done
-
-
 def against_grep(path: str, runs: int, moved: int) -> bool:
     """`harness order-check` and `grep -c 'loc('` in turn; prints medians and ratios."""
-    script = Path(sys.executable).parent / "harness"
-    harness = [str(script)] if script.exists() else [sys.executable, "-m", "harness"]
+    harness = harness_command()
     grep, check = [], []
     right = True
     for _ in range(runs):
-        wall, cpu, _ = _timed(["grep", "-c", "loc(", path])
+        wall, cpu, _ = timed(["grep", "-c", "loc(", path])
         grep.append((wall, cpu))
-        wall, cpu, done = _timed([*harness, "order-check", path])
+        wall, cpu, done = timed([*harness, "order-check", path])
         check.append((wall, cpu))
         right &= done.returncode == (1 if moved else 0)
     gw, gc = (statistics.median(x[i] for x in grep) for i in (0, 1))

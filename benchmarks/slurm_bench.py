@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -34,24 +33,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.lab.sim import SimLab  # noqa: E402
+from tests.jobspec import write_lab_job  # noqa: E402
 
 LAB = "slbench"
 
 
 def job(folder: Path, name: str, checks: int) -> Path:
-    body = "".join(f"  - {{name: c{n:03d}, kind: command, command: ['true'], timeout: 2m}}\n" for n in range(checks))
-    path = folder / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        name: {name}
-        image:
-          project: tt-metal-sim
-          base: tt-harness/debian:bookworm
-          path: {REPO / "harness" / "lab" / "standin"}
-        device: {{arch: wormhole_b0, board: n150}}
-        hosts: {{labels: [sim], fanout: any}}
-        checks:
-        """) + body)
-    return path
+    return write_lab_job(folder, "".join(f"- {{name: c{n:03d}, kind: command, command: ['true'], timeout: 2m}}\n" for n in range(checks)),
+                         name=name, fanout="any")
 
 
 def run(lab: SimLab, spec: Path, out: Path, slurm: bool, expect: int) -> float:

@@ -15,32 +15,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks/ as a package
+from benchmarks.timing import harness_command, timed  # noqa: E402
+
 TARGET_MS = 150.0
 _TINY_LOG = "[ RUN      ] Smoke.Device\n[       OK ] Smoke.Device (3 ms)\n[  PASSED  ] 1 test.\n"
 _TINY_MLIR = (
     'module {\n  %0 = "ttnn.add"() : () -> () loc(#loc1)\n  %1 = "ttnn.relu"() : () -> () loc(#loc2)\n} loc(#loc)\n'
     '#loc = loc(unknown)\n#loc1 = loc("DEBUG|1|add")\n#loc2 = loc("DEBUG|2|relu")\n'
 )
-
-
-def _harness() -> list[str]:
-    """The installed `harness` script next to this interpreter, else `python -m harness`."""
-    script = Path(sys.executable).parent / "harness"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "harness"]
-
-
-def _cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 # As installed, Python keeps each module's bytecode (__pycache__) and reads it back; a shell
@@ -51,11 +40,7 @@ _ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONT
 
 def _time(argv: list[str], expect_code: int, expect_text: str) -> tuple[float, float]:
     """Wall and CPU milliseconds of one run of ``argv``."""
-    cpu = _cpu()
-    start = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=_ENV)
-    seconds = time.perf_counter() - start
-    cpu = _cpu() - cpu
+    seconds, cpu, done = timed(argv, cwd=ROOT, env=_ENV)
     if done.returncode != expect_code or expect_text not in done.stdout:
         raise SystemExit(
             f"startup_bench: {' '.join(argv)} exited {done.returncode} (expected {expect_code}); "
@@ -74,7 +59,7 @@ def main() -> int:
         for cache in (ROOT / "harness").rglob("__pycache__"):
             for stale in cache.glob("*.pyc"):
                 stale.unlink()
-    harness = _harness()
+    harness = harness_command()
     with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
         log, mlir = Path(tmp) / "tiny.log", Path(tmp) / "tiny.mlir"
         log.write_text(_TINY_LOG)

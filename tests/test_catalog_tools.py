@@ -12,8 +12,6 @@ public log shows that branch. Look-alikes (a test's own PermissionError, an inst
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import subprocess
 import sys

@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from harness.history.store import History
 from harness.lab.sim import SimLab, host_name
+from tests.jobspec import write_lab_job
 from tests.labfixtures import E2E_LAB
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
@@ -31,18 +31,9 @@ def run(lab: SimLab, job: Path, out: Path, history: str) -> subprocess.Completed
 
 
 def test_lab_runs_are_recorded_and_a_host_fault_is_blamed_on_the_host(sim_lab: SimLab, tmp_path: Path):
-    job = tmp_path / "hist.yaml"
-    job.write_text(textwrap.dedent(f"""\
-        name: hist
-        image:
-          project: tt-metal-sim
-          base: tt-harness/debian:bookworm
-          path: {REPO / "harness" / "lab" / "standin"}
-        device: {{arch: wormhole_b0, board: n150}}
-        hosts: {{labels: [sim], fanout: all}}
-        checks:
-          - {{name: device-smoke, kind: gtest, binary: build/test/tt_metal/sim_device_smoke, timeout: 2m}}
-        """))
+    job = write_lab_job(tmp_path, name="hist", checks="""\
+        - {name: device-smoke, kind: gtest, binary: build/test/tt_metal/sim_device_smoke, timeout: 2m}
+        """)
     history = str(tmp_path / "history.sqlite")
     healthy = run(sim_lab, job, tmp_path / "out1", history)
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from harness.lab.faults import default_faults
 from harness.lab.sim import LAB_LABEL, SimLab, host_name
+from tests.jobspec import write_lab_job
 from tests.labfixtures import E2E_LAB, cases
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
@@ -51,22 +51,6 @@ def run_job(lab: SimLab, job: Path, out: Path, *hosts: str) -> dict:
 
 def outcomes(summary: dict, host: str, check: str) -> set[str]:
     return {c["outcome"] for c in cases(summary, host, check)}
-
-
-def write_job(folder: Path, body: str) -> Path:
-    """A job on the simulated tt-metal image, written where its relative paths resolve."""
-    path = folder / "job.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        name: e2e
-        image:
-          project: tt-metal-sim
-          base: tt-harness/debian:bookworm
-          path: {REPO / "harness" / "lab" / "standin"}
-        device: {{arch: wormhole_b0, board: n150}}
-        hosts: {{labels: [sim]}}
-        checks:
-        """) + textwrap.indent(textwrap.dedent(body), "  "))
-    return path
 
 
 CARD_CHECKS = f"""\
@@ -120,7 +104,7 @@ def test_nightly_suite_on_the_lab(sim_lab: SimLab, tmp_path: Path):
 
 
 def test_the_fixed_kernel_passes_where_the_bug_fails(sim_lab: SimLab, tmp_path: Path):
-    job = write_job(tmp_path, """\
+    job = write_lab_job(tmp_path, name="e2e", checks="""\
         - name: bugrepro-bug
           kind: gtest
           binary: build/tt-train/tests/ttml_tests
@@ -145,7 +129,7 @@ def test_each_fault_is_its_own_env_fault_on_its_host(sim_lab: SimLab, tmp_path: 
     expected = default_faults()[fault].category.value
     sim_lab.fault(H2, fault)
     try:
-        summary = run_job(sim_lab, write_job(tmp_path, CARD_CHECKS), tmp_path / "out", H1, H2)
+        summary = run_job(sim_lab, write_lab_job(tmp_path, name="e2e", checks=CARD_CHECKS), tmp_path / "out", H1, H2)
     finally:
         sim_lab.heal(H2)
     assert summary["_rc"] == 3, summary["_stdout"]  # environment faults only: nothing red
@@ -158,7 +142,7 @@ def test_each_fault_is_its_own_env_fault_on_its_host(sim_lab: SimLab, tmp_path: 
 
 
 def test_a_cardless_check_still_runs_on_a_host_with_a_card_fault(sim_lab: SimLab, tmp_path: Path):
-    job = write_job(tmp_path, CARD_CHECKS + """\
+    job = write_lab_job(tmp_path, name="e2e", checks=CARD_CHECKS + """\
     - name: order
       kind: mlir-order
       profile: none
@@ -199,7 +183,7 @@ def test_up_again_changes_nothing_and_down_leaves_nothing(tmp_path: Path):
 
 
 def test_ssh_going_down_mid_run_is_an_ssh_fault_not_a_failure(sim_lab: SimLab, tmp_path: Path):
-    job = write_job(tmp_path, """\
+    job = write_lab_job(tmp_path, name="e2e", checks="""\
         - name: long
           kind: command
           command: [sleep, "60"]

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab.sim import SimLab, host_name
+from tests.jobspec import write_lab_job
 from tests.labfixtures import E2E_LAB, cases
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
@@ -24,20 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 H1, H2 = host_name(E2E_LAB, 1), host_name(E2E_LAB, 2)
 LOCK = "/tmp/tt-harness-leases/device-0.lock"
 CARD = "/sys/class/tenstorrent/tenstorrent!0"
-
-
-def job_file(folder: Path, checks: str, *, fanout: str = "all", smoke: str | None = None, name: str = "sched") -> Path:
-    path = folder / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        name: {name}
-        image:
-          project: tt-metal-sim
-          base: tt-harness/debian:bookworm
-          path: {REPO / "harness" / "lab" / "standin"}
-        device: {{arch: wormhole_b0, board: n150}}
-        hosts: {{labels: [sim], fanout: {fanout}}}
-        """) + (f"smoke: {smoke}\n" if smoke else "") + "checks:\n" + textwrap.indent(textwrap.dedent(checks), "  "))
-    return path
 
 
 def start(lab: SimLab, job: Path, out: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
@@ -92,7 +78,7 @@ SLEEPERS = """\
 
 
 def test_two_concurrent_runs_never_share_a_card(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, SLEEPERS)
+    job = write_lab_job(tmp_path, name="sched", checks=SLEEPERS)
     seen: list[list[str]] = []
     stop = threading.Event()
 
@@ -119,7 +105,7 @@ def test_two_concurrent_runs_never_share_a_card(sim_lab: SimLab, tmp_path: Path)
 
 
 def test_kill_9_leaves_no_lease_and_cleanup_leaves_no_container(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, """\
+    job = write_lab_job(tmp_path, name="sched", checks="""\
         - {name: long, kind: command, command: [sleep, "300"], timeout: 10m, env: {API_TOKEN: "${E2E_TOKEN}"}}
         """)
     run = start(sim_lab, job, tmp_path / "out", "--hosts", H1, "--quiet", env={"E2E_TOKEN": "s3cret-value"})
@@ -144,7 +130,7 @@ def test_kill_9_leaves_no_lease_and_cleanup_leaves_no_container(sim_lab: SimLab,
 
 
 def test_a_busy_card_waits_then_the_pool_moves_on_and_quarantines_the_host(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, SLEEPERS, fanout="any")
+    job = write_lab_job(tmp_path, name="sched", checks=SLEEPERS, fanout="any")
     # Someone else's run holds H1's card (the same lock any harness takes).
     holder = subprocess.Popen(
         ["docker", "exec", sim_lab.container_name(H1), "su", "ci", "-c",
@@ -170,7 +156,7 @@ def test_a_busy_card_waits_then_the_pool_moves_on_and_quarantines_the_host(sim_l
 
 
 def test_a_check_that_hangs_a_healthy_board_is_a_real_failure(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, SMOKE + f"""\
+    job = write_lab_job(tmp_path, name="sched", checks=SMOKE + f"""\
         - name: hangs-it
           kind: command
           command: [sh, -c, 'echo hung > "{CARD}/tt_sim_state"; exec sleep 600']
@@ -187,7 +173,7 @@ def test_a_check_that_hangs_a_healthy_board_is_a_real_failure(sim_lab: SimLab, t
 
 
 def test_the_hang_fault_is_the_boards_not_the_checks(sim_lab: SimLab, tmp_path: Path):
-    job = job_file(tmp_path, SMOKE + """\
+    job = write_lab_job(tmp_path, name="sched", checks=SMOKE + """\
         - name: small
           kind: gtest
           binary: build/tt-train/tests/ttml_tests
@@ -209,7 +195,7 @@ def test_the_hang_fault_is_the_boards_not_the_checks(sim_lab: SimLab, tmp_path: 
 
 def test_a_board_that_stays_broken_after_a_reset_is_quarantined(sim_lab: SimLab, tmp_path: Path):
     # The check wedges the board so that a reset cannot bring it back (its node is gone).
-    job = job_file(tmp_path, SMOKE + f"""\
+    job = write_lab_job(tmp_path, name="sched", checks=SMOKE + f"""\
         - name: wedges-it
           kind: command
           command: [sh, -c, 'echo hung > "{CARD}/tt_sim_state"; rm -f /dev/tenstorrent/0; exec sleep 600']
@@ -236,7 +222,7 @@ def test_a_board_that_stays_broken_after_a_reset_is_quarantined(sim_lab: SimLab,
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_every_container_and_writes_the_partial_report(sim_lab: SimLab, tmp_path: Path, sig, status):
-    job = job_file(tmp_path, """\
+    job = write_lab_job(tmp_path, name="sched", checks="""\
         - {name: quick, kind: command, command: ["true"], timeout: 1m}
         - {name: long, kind: command, command: [sleep, "300"], timeout: 10m, env: {API_TOKEN: "${E2E_TOKEN}"}}
         - {name: never, kind: command, command: ["true"], timeout: 1m}

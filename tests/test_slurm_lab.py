@@ -12,7 +12,6 @@ import json
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -23,6 +22,7 @@ import pytest
 
 from harness.lab import slurmlab
 from harness.lab.sim import LabError, SimLab, host_name
+from tests.jobspec import write_lab_job
 from tests.labfixtures import E2E_LAB, cases
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh]
@@ -75,22 +75,6 @@ def containers(lab: SimLab, host: str) -> list[list[str]]:
     return [line.rstrip(".").split() for line in result.output.decode(errors="replace").splitlines() if line.endswith(".")]
 
 
-def write_job(folder: Path, name: str, body: str, fanout: str = "any") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        name: {name}
-        image:
-          project: tt-metal-sim
-          base: tt-harness/debian:bookworm
-          path: {REPO / "harness" / "lab" / "standin"}
-        device: {{arch: wormhole_b0, board: n150}}
-        hosts: {{labels: [sim], fanout: {fanout}}}
-        checks:
-        """) + textwrap.indent(textwrap.dedent(body), "  "))
-    return path
-
-
 def command_checks(prefix: str, count: int, command: str, timeout: str) -> str:
     """``count`` checks of kind command, as the YAML of a job's checks list."""
     return "".join(f"- name: {prefix}-{n}\n  kind: command\n  command: {command}\n  timeout: {timeout}\n" for n in range(1, count + 1))
@@ -133,7 +117,7 @@ def junit_cases(path: Path) -> list[tuple]:
 
 def test_layernorm_bug_is_the_same_real_failure_through_slurm_as_through_ssh(slurm_lab: SimLab, tmp_path: Path):
     """The accumulation bug, not declared as known: a real failure case by case, both ways."""
-    job = write_job(tmp_path, "slurm-e2e-bug", """\
+    job = write_lab_job(tmp_path, name="slurm-e2e-bug", checks="""\
         - name: layernorm-bw-bugrepro
           kind: gtest
           binary: build/tt-train/tests/ttml_tests
@@ -156,7 +140,7 @@ def test_layernorm_bug_is_the_same_real_failure_through_slurm_as_through_ssh(slu
 
 
 def test_repeats_are_one_job_array_combined_as_repeats_are(slurm_lab: SimLab, tmp_path: Path):
-    job = write_job(tmp_path, "slurm-e2e-array", """\
+    job = write_lab_job(tmp_path, fanout="any", name="slurm-e2e-array", checks="""\
         - name: thrice
           kind: command
           command: ['true']
@@ -175,7 +159,7 @@ def test_two_orchestrators_never_share_a_card(slurm_lab: SimLab, tmp_path: Path)
     engine, no device file is ever given to two running containers, and each container sees
     exactly one card."""
     body = command_checks("hold", 4, """[sh, -c, 'test "$(ls /dev/tenstorrent | wc -l)" = 1 && sleep 4']""", "2m")
-    job = write_job(tmp_path, "slurm-e2e-hold", body)
+    job = write_lab_job(tmp_path, fanout="any", name="slurm-e2e-hold", checks=body)
     seen: list[tuple[str, list[list[str]]]] = []
     stop = threading.Event()
 
@@ -206,7 +190,7 @@ def test_two_orchestrators_never_share_a_card(slurm_lab: SimLab, tmp_path: Path)
 
 
 def test_cancelling_a_run_leaves_no_container_anywhere(slurm_lab: SimLab, tmp_path: Path):
-    job = write_job(tmp_path, "slurm-e2e-long", """\
+    job = write_lab_job(tmp_path, fanout="any", name="slurm-e2e-long", checks="""\
         - name: long
           kind: command
           command: [sleep, "300"]
@@ -227,7 +211,7 @@ def test_cancelling_a_run_leaves_no_container_anywhere(slurm_lab: SimLab, tmp_pa
 def test_a_job_slurm_ends_without_a_result_is_an_env_fault_with_slurms_reason(slurm_lab: SimLab, tmp_path: Path):
     """Cancelled from outside the run (an admin's scancel): not the code's failure, and Slurm's
     own state is the message; the epilog still removes the container."""
-    job = write_job(tmp_path, "slurm-e2e-killed", """\
+    job = write_lab_job(tmp_path, name="slurm-e2e-killed", checks="""\
         - name: killed
           kind: command
           command: [sleep, "300"]
@@ -251,14 +235,14 @@ def test_a_sick_node_is_drained_its_work_runs_elsewhere_and_heal_resumes_it(slur
         wait_for(lambda: nodes(slurm_lab)[H3][1].startswith("[tt-harness]"), 60, lambda: f"{H3} not drained: {nodes(slurm_lab)}")
         state, reason = nodes(slurm_lab)[H3]
         assert state == "drained" and "hugepages" in reason
-        job = write_job(tmp_path, "slurm-e2e-pool", command_checks("pooled", 3, "['true']", "1m"))
+        job = write_lab_job(tmp_path, fanout="any", name="slurm-e2e-pool", checks=command_checks("pooled", 3, "['true']", "1m"))
         summary = finish(harness_run(slurm_lab, job, tmp_path / "pool"), tmp_path / "pool")
         assert summary["_rc"] == 0, summary["_stdout"]
         ran = all_cases(summary)
         assert sorted(c["outcome"] for c in ran) == ["pass"] * 3
         assert {c["host"] for c in ran} == {H1}, "work went to a drained node"
         # The health check caught the fault before anything ran there: Slurm's reason is the report's.
-        pinned = write_job(tmp_path, "slurm-e2e-pinned", """\
+        pinned = write_lab_job(tmp_path, name="slurm-e2e-pinned", checks="""\
             - name: pinned
               kind: command
               command: ['true']
@@ -284,7 +268,7 @@ def test_a_fault_between_health_checks_is_still_an_env_fault_and_drains(slurm_la
     with the harness's reason."""
     slurm_lab.fault(H1, "no-hugepages")
     try:
-        job = write_job(tmp_path, "slurm-e2e-race", """\
+        job = write_lab_job(tmp_path, name="slurm-e2e-race", checks="""\
             - name: raced
               kind: command
               command: ['true']

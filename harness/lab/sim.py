@@ -203,16 +203,18 @@ class SimLab:
 
     def _host_image(self) -> str:
         self._ensure_base()
-        rendering = images.render_dockerfile(
-            "lab-host", "lab-host", (HOST_IMAGE_DIR / "Dockerfile").read_text(),
-            (("BASE", DEBIAN_BASE),), HOST_IMAGE_DIR,
-        )
+        return self.build_image("lab-host", HOST_IMAGE_DIR, DEBIAN_BASE, "host image")
+
+    def build_image(self, name: str, folder: Path, base: str, what: str) -> str:
+        """The lab image whose Dockerfile is in ``folder``, on ``base``: its tag, built once per
+        content (a LabError naming ``what`` when it cannot be built)."""
+        rendering = images.render_dockerfile(name, name, (folder / "Dockerfile").read_text(), (("BASE", base),), folder)
         if images.find_image(self.client, rendering.tag) is None:
-            self.say(f"lab {self.name}: building the host image {rendering.tag} (once)")
+            self.say(f"lab {self.name}: building the {what} {rendering.tag} (once)")
         try:
             return images.ensure_rendered(rendering, on_progress=self.say, client=self.client).tag
         except images.ImageError as exc:
-            raise LabError(f"cannot build the lab's host image: {exc}") from None
+            raise LabError(f"cannot build the lab's {what}: {exc}") from None
 
     def _ensure_base(self) -> None:
         if images.find_image(self.client, DEBIAN_BASE) is not None:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from harness.core import slurm
 from harness.core.atomic import write_bytes
-from harness.execution import images
 
 if TYPE_CHECKING:  # sim imports this module
     import paramiko
@@ -51,18 +50,7 @@ def shared_volume(lab: SimLab) -> str:
 
 def slurm_image(lab: SimLab) -> str:
     """The Slurm host image, built once on top of the lab's host image."""
-    from harness.lab.sim import LabError
-
-    base = lab._host_image()
-    rendering = images.render_dockerfile(
-        "lab-slurm", "lab-slurm", (SLURM_IMAGE_DIR / "Dockerfile").read_text(), (("BASE", base),), SLURM_IMAGE_DIR
-    )
-    if images.find_image(lab.client, rendering.tag) is None:
-        lab.say(f"lab {lab.name}: building the Slurm host image {rendering.tag} (once)")
-    try:
-        return images.ensure_rendered(rendering, on_progress=lab.say, client=lab.client).tag
-    except images.ImageError as exc:
-        raise LabError(f"cannot build the lab's Slurm image: {exc}") from None
+    return lab.build_image("lab-slurm", SLURM_IMAGE_DIR, lab._host_image(), "Slurm host image")
 
 
 def node_volumes(lab: SimLab) -> dict:
