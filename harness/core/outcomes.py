@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 
 class Outcome(str, enum.Enum):
@@ -201,6 +201,27 @@ def apply_expectation(verdict: Verdict, known_bug: KnownBug | None) -> Verdict:
             message=f"passed but expected to fail: {known_bug.describe()}; close the bug and drop `expect: fail`",
         )
     return verdict  # env faults, errors, skips and flakes say nothing about the bug
+
+
+def combine_cases(
+    check: str, known_bug: KnownBug | None, attempts: Mapping[tuple[str, str], Sequence[Attempt]]
+) -> list[CaseResult]:
+    """The cases of one check from each test case's attempts (keyed by classname and name, in
+    the order to report them): combined over repeats, then held to the check's expectation.
+    Every executor combines this way (a runner's repeats, a Slurm job array's elements)."""
+    return [
+        CaseResult(
+            name=name,
+            classname=classname,
+            verdict=apply_expectation(combine_attempts(a.verdict for a in tries), known_bug),
+            attempts=tuple(tries),
+            duration=sum(a.duration for a in tries),
+            output=tries[-1].output,
+            known_bug=known_bug,
+            check=check,
+        )
+        for (classname, name), tries in attempts.items()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from harness.core import outcomes
 from harness.core.outcomes import (
     Attempt,
     CaseResult,
@@ -29,8 +30,6 @@ from harness.core.outcomes import (
     KnownBug,
     Outcome,
     Verdict,
-    apply_expectation,
-    combine_attempts,
 )
 
 GRES_NAME = "tenstorrent"
@@ -373,16 +372,9 @@ def case_from_json(data: Mapping) -> CaseResult:
 
 def combine_cases(check: str, known_bug: KnownBug | None, results: Iterable[Sequence[CaseResult]]) -> list[CaseResult]:
     """The cases of several runs of one check (a job array's elements, one attempt each),
-    combined per test case exactly as the runner combines ``repeat: N`` attempts."""
+    combined per test case as the runner combines ``repeat: N`` attempts."""
     by_case: dict[tuple[str, str], list[Attempt]] = {}
     for cases in results:
         for case in cases:
             by_case.setdefault((case.classname, case.name), []).extend(case.attempts or (Attempt(case.verdict, case.duration, case.output),))
-    out = []
-    for (classname, name), tries in by_case.items():
-        verdict = apply_expectation(combine_attempts(a.verdict for a in tries), known_bug)
-        out.append(CaseResult(
-            name=name, classname=classname, verdict=verdict, attempts=tuple(tries),
-            duration=sum(a.duration for a in tries), output=tries[-1].output, known_bug=known_bug, check=check,
-        ))
-    return out
+    return outcomes.combine_cases(check, known_bug, by_case)

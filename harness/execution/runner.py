@@ -41,8 +41,7 @@ from harness.core.outcomes import (
     HarnessErrorKind,
     Outcome,
     Verdict,
-    apply_expectation,
-    combine_attempts,
+    combine_cases,
 )
 from harness.core.secretref import Masker, secret_name
 from harness.core.spec import CheckSpec, JobSpec, secret_masker
@@ -132,22 +131,7 @@ class Runner:
                 break
             for classname, name, attempt in self._attempt(check, number, devices):
                 attempts.add(classname, name, attempt)
-        cases = []
-        for (classname, name), tries in attempts.by_case.items():
-            verdict = apply_expectation(combine_attempts(a.verdict for a in tries), check.known_bug)
-            cases.append(
-                CaseResult(
-                    name=name,
-                    classname=classname,
-                    verdict=verdict,
-                    attempts=tuple(tries),
-                    duration=sum(a.duration for a in tries),
-                    output=tries[-1].output,
-                    known_bug=check.known_bug,
-                    check=check.name,
-                )
-            )
-        return cases
+        return combine_cases(check.name, check.known_bug, attempts.by_case)
 
     def remove_leftovers(self) -> None:
         """Remove containers of this run that a lost connection or a timeout left behind."""
