@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import threading
 import uuid
 from pathlib import Path
 
@@ -111,6 +112,25 @@ def test_real_build_streams_progress_then_is_reused(tmp_path, debian_image, dock
     assert json.loads(result.stdout) == {
         "job": "img-test", "tag": built.tag, "image_id": built.image_id, "digest": built.digest, "built": False,
     }
+
+
+def test_two_runs_building_one_image_at_once_share_one_build(tmp_path, debian_image, cleanup_images):
+    """Two `harness run`s of one job starting together on a machine without its image: one
+    builds, the other waits its turn and reuses that image (before, both built and the first
+    found its tag moved to the second's image: env_fault/image)."""
+    spec = write_job(tmp_path, f"{{base: '{debian_image}', path: tt-metal}}")
+    fake_checkout(tmp_path / "tt-metal")
+    job = load_job(spec)
+    cleanup_images.append(images.image_tag(job))
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(images.ensure_image(job, lambda line: None))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert len(results) == 2
+    assert results[0].image_id == results[1].image_id
+    assert sorted(r.built for r in results) == [False, True]
 
 
 def test_a_failing_build_step_reports_its_output_and_exits_1(tmp_path, debian_image, cleanup_images):

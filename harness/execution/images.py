@@ -19,6 +19,7 @@ import collections
 import contextlib
 import enum
 import errno
+import fcntl
 import fnmatch
 import hashlib
 import io
@@ -397,16 +398,38 @@ def ensure_rendered(
     on_progress: ProgressCallback | None = None,
     client: docker.DockerClient | None = None,
 ) -> BuiltImage:
-    """The image of ``rendering``: reused when its tag exists, else built now."""
+    """The image of ``rendering``: reused when its tag exists, else built now. Builds of one tag
+    on this machine take turns: two runs of one job starting together would otherwise build two
+    images under one tag, and the first would find the tag moved under it."""
     client = client or docker_client()
     existing = find_image(client, rendering.tag)
     if existing is not None:
         return _built_image(rendering.tag, existing, built=False)
-    image_id = _build(client, rendering, on_progress or (lambda line: None))
-    image = find_image(client, rendering.tag)
+    with _build_turn(rendering.tag):
+        existing = find_image(client, rendering.tag)  # built by whoever went first
+        if existing is not None:
+            return _built_image(rendering.tag, existing, built=False)
+        image_id = _build(client, rendering, on_progress or (lambda line: None))
+        image = find_image(client, rendering.tag)
     if image is None or image.id != image_id:
         raise ImageError(EnvCategory.IMAGE, f"the build finished but {rendering.tag} is not the image it built")
     return _built_image(rendering.tag, image, built=True)
+
+
+@contextlib.contextmanager
+def _build_turn(tag: str) -> Iterator[None]:
+    """Hold this machine's build lock of ``tag`` (an flock: a killed builder's turn ends with it)."""
+    folder = Path(tempfile.gettempdir()) / f"tt-harness-builds-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(folder / hashlib.sha256(tag.encode()).hexdigest()[:32], os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ImageError(EnvCategory.DISK, f"cannot take the build lock of {tag} in {folder}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _built_image(tag: str, image, built: bool) -> BuiltImage:
