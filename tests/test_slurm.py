@@ -33,6 +33,17 @@ JobId=2 ArrayJobId=1 ArrayTaskId=1 JobName=wrap
    TresPerNode=gres:tenstorrent:n150:1
 """
 
+SHOW_JOB_EXIT_3 = """\
+JobId=1 JobName=wrap
+   UserId=ci(1000) GroupId=ci(1000) MCS_label=N/A
+   Priority=4294901759 Nice=0 Account=(null) QOS=(null)
+   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0
+   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A
+   NodeList=sim-wh-01
+   BatchHost=sim-wh-01
+"""
+
 SHOW_NODE_DRAINED = """\
 NodeName=sim-wh-03 Arch=x86_64 CoresPerSocket=1
    CPUAlloc=0 CPUEfctv=4 CPUTot=4 CPULoad=0.50
@@ -81,6 +92,13 @@ def test_node_state_and_who_drained_it():
     assert not slurm.drained_by_us({"IDLE", "DRAIN"}, "admin: replacing the fan")
     assert not slurm.drained_by_us({"IDLE"}, "")
     assert slurm.node_state("NodeName=x State=IDLE Reason=(null)\n")[1] == ""
+
+
+def test_job_exit_status_is_the_scripts_own():
+    assert slurm.job_exit_status(SHOW_JOB_EXIT_3) == 3
+    assert slurm.job_exit_status(SHOW_JOB_EXIT_3.replace("ExitCode=3:0", "ExitCode=0:0")) == 0
+    assert slurm.job_exit_status(SHOW_JOB_EXIT_3.replace("ExitCode=3:0", "ExitCode=0:9")) is None  # killed by a signal
+    assert slurm.job_exit_status("slurm_load_jobs error: Invalid job id specified") is None
 
 
 def test_drain_reason_is_prefixed_and_bounded():

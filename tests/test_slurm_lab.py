@@ -277,8 +277,40 @@ def test_a_fault_between_health_checks_is_still_an_env_fault_and_drains(slurm_la
         summary = finish(harness_run(slurm_lab, job, tmp_path / "race", "--hosts", H1), tmp_path / "race")
         (case,) = cases(summary, H1)
         assert (case["outcome"], case["category"]) == ("env_fault", "hugepages"), summary["_stdout"]
+        # Drained by the time the run reports: by the job's epilog (its exit status says its
+        # preflight failed; the run waits for the epilog) or, before the job ran, by the health check.
+        notes = next(s for s in summary["hosts"] if s["host"] == H1).get("notes", [])
+        assert any("epilog drained it" in n for n in notes) or "[tt-harness]" in case["message"], summary["hosts"]
         state, reason = nodes(slurm_lab)[H1]
         assert "drain" in state and reason.startswith("[tt-harness]")
+    finally:
+        slurm_lab.heal(H1)
+        wait_for(lambda: nodes(slurm_lab)[H1][0] == "idle", 60, lambda: f"{H1} not resumed: {nodes(slurm_lab)}")
+
+
+def test_the_epilog_of_a_job_whose_preflight_failed_runs_the_health_check(slurm_lab: SimLab):
+    """A job runs as its user, who may not drain a node: the node entry point exits 3 when its
+    preflight finds the node at fault, and the epilog (root, run by slurmd with SLURM_JOB_ID)
+    runs the health check for that job, and only for that one."""
+    def finished_job(status: int) -> str:
+        job_id = ctl(slurm_lab, "sbatch", "--parsable", "-w", H1, "--gres=tenstorrent:n150:1", "--chdir=/tmp",
+                     "-o", "/dev/null", f"--wrap=exit {status}").strip()
+        wait_for(lambda: f"ExitCode={status}:0" in ctl(slurm_lab, "scontrol", "show", "job", job_id), 60,
+                 lambda: ctl(slurm_lab, "scontrol", "show", "job", job_id))
+        return job_id
+
+    healthy, at_fault = finished_job(0), finished_job(3)
+    slurm_lab.fault(H1, "no-hugepages")
+    try:
+        def epilog(job_id: str) -> str:
+            result = slurm_lab._container(H1).exec_run([slurmlab.EPILOG], environment={"SLURM_JOB_ID": job_id})
+            assert result.exit_code == 0, result.output
+            return result.output.decode(errors="replace")
+
+        assert "health check" not in epilog(healthy)
+        assert f"job {at_fault} found this node at fault: health check" in epilog(at_fault)
+        state, reason = nodes(slurm_lab)[H1]  # drained by it, or by the periodic check just before
+        assert "drain" in state and reason.startswith("[tt-harness]") and "hugepages" in reason
     finally:
         slurm_lab.heal(H1)
         wait_for(lambda: nodes(slurm_lab)[H1][0] == "idle", 60, lambda: f"{H1} not resumed: {nodes(slurm_lab)}")

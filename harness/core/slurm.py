@@ -240,6 +240,13 @@ def node_state(text: str) -> tuple[set[str], str]:
     return flags, "" if reason == "(null)" else reason
 
 
+def job_exit_status(text: str) -> int | None:
+    """The exit status of a job's script from ``scontrol show job ID`` (``ExitCode=3:0``), or
+    None when it names none or the job ended by a signal."""
+    found = re.fullmatch(r"(\d+):(\d+)", show_fields(text).get("ExitCode", ""))
+    return int(found.group(1)) if found and found.group(2) == "0" else None
+
+
 def drain_reason(failed: Iterable[str]) -> str:
     """The reason a node is drained with: ``[tt-harness]`` and the failed preflight checks."""
     text = f"{DRAIN_PREFIX} preflight failed: " + "; ".join(failed)

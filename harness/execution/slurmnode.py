@@ -10,17 +10,21 @@ no CLI: a node needs Python with PyYAML, defusedxml, junit-xml and paramiko (Deb
   (a node drained by an admin stays drained). A card held by a running job is not a fault here.
 - **epilog** (``Epilog``): kills and removes the containers of the job that ended (label
   ``slurm.job=<id>``): ``scancel`` stops the job's processes, not a container dockerd started.
+  When the job's own preflight found the node at fault (it exits ``NODE_FAULT_EXIT``), the epilog
+  runs the health check at once, so the node is drained before the job's card is released.
 - **run** (a job's script): the cards Slurm allocated (``scontrol -d show job``: generic GRES sets
   no variable naming them), the preflight, then the check through the same
   :class:`~harness.execution.runner.Runner` as the SSH path, on exactly those
-  ``/dev/tenstorrent/N``; the cases go as JSON into the shared folder. A failed preflight drains
-  the node (as the health check would) and reports the environment fault.
+  ``/dev/tenstorrent/N``; the cases go as JSON into the shared folder. A failed preflight reports
+  the environment fault and leaves the drain to the epilog: a job runs as its user, and only
+  Slurm's operators may drain a node.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import json
 import os
 import pickle
@@ -43,6 +47,12 @@ COMMAND_TIMEOUT = 60
 MAX_OUTPUT = 1 << 20  # scontrol's answer about one job or node is a few KiB
 # A card held by a job is how a busy node looks: the health check runs beside jobs.
 NOT_A_NODE_FAULT = frozenset({EnvCategory.DEVICE_BUSY})
+# The entry point's status when its preflight found the node at fault (the harness's env_fault
+# exit code): the epilog reads it from Slurm and runs the health check.
+NODE_FAULT_EXIT = 3
+# One health check at a time on a node: one started before a fault must not resume the node
+# that one started after it has just drained.
+HEALTHCHECK_LOCK = "/run/tt-harness-healthcheck.lock"
 
 
 def node_name() -> str:
@@ -85,10 +95,20 @@ def _run(argv: Sequence[str]) -> tuple[int | None, str]:
 
 def healthcheck(node: str | None = None, gres_conf: str = GRES_CONF, say=print) -> int:
     """Drain this node if its preflight fails; resume it if the harness drained it and it passes."""
+    node = node or node_name()
+    try:
+        lock = open(HEALTHCHECK_LOCK, "a")  # root's folder: Slurm runs health checks and epilogs as root
+    except OSError:
+        return _healthcheck(node, gres_conf, say)  # run by hand as a user: nothing to race with
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _healthcheck(node, gres_conf, say)
+
+
+def _healthcheck(node: str, gres_conf: str, say) -> int:
     from harness.execution.preflight import preflight
     from harness.execution.transport import LocalTransport
 
-    node = node or node_name()
     transport = LocalTransport(node)
     report = preflight(transport, node_host(node, _read(gres_conf)))
     failed = [f"{c.name}: {c.reason}" for c in report.faults if c.category not in NOT_A_NODE_FAULT]
@@ -134,6 +154,10 @@ def epilog(job_id: str | None = None, docker: Sequence[str] = ("docker",), say=p
                 + ("" if removed.returncode == 0 else f": {removed.stderr.strip()[-300:]}"))
     except (OSError, subprocess.TimeoutExpired) as exc:
         say(f"tt-harness epilog: job {job_id}: {exc}")
+    status, text = _run(["scontrol", "show", "job", job_id])
+    if status == 0 and slurm.job_exit_status(text) == NODE_FAULT_EXIT:
+        say(f"tt-harness epilog: job {job_id} found this node at fault: health check")
+        healthcheck(say=say)
     return 0
 
 
@@ -167,7 +191,7 @@ def run(spec: Path, check_name: str, image: str, run_id: str, out: Path, key: st
     job_id = os.environ.get("SLURM_JOB_ID", "")
     attempt = int(os.environ.get("SLURM_ARRAY_TASK_ID") or 1)
     result_path = out / f"{key}.a{attempt}.json"
-    record: dict = {"node": node, "job_id": job_id, "attempt": attempt, "devices": [], "drained": None}
+    record: dict = {"node": node, "job_id": job_id, "attempt": attempt, "devices": [], "node_fault": None}
     try:
         with open(spec, "rb") as handle:
             job, check = pickle.load(handle)  # written by this user's orchestrator, in a 0700 folder
@@ -187,7 +211,7 @@ def run(spec: Path, check_name: str, image: str, run_id: str, out: Path, key: st
     from harness.core.atomic import write_text
 
     write_text(result_path, json.dumps(record) + "\n")
-    return 0
+    return NODE_FAULT_EXIT if record["node_fault"] else 0
 
 
 def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait, record) -> list[CaseResult]:
@@ -215,10 +239,7 @@ def _run_check(job, check, node, job_id, image, run_id, out, attempt, lease_wait
     report = preflight(transport, host)
     if report.blocking(card):
         failed = [f"{c.name}: {c.reason}" for c in report.blocking(card) if c.category not in NOT_A_NODE_FAULT]
-        if failed:
-            reason = slurm.drain_reason(failed)
-            status, text = _run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
-            record["drained"] = reason if status == 0 else None
+        record["node_fault"] = slurm.drain_reason(failed) if failed else None
         verdict = report.verdict(card)
         return [CaseResult(check.name, f"{job.name}.{check.name}", verdict, check=check.name)]
     facts = report.facts

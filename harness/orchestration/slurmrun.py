@@ -435,10 +435,13 @@ class SlurmExecutor:
                 if attempt in sub.results:
                     continue
                 name = f"{sub.key}.a{attempt}.json"
-                if name in found:
-                    sub.results[attempt] = found[name]
-                    continue
                 state = states.get((sub.job_id, attempt))
+                if name in found:
+                    # A node at fault is drained by the job's epilog: settle once the job has
+                    # ended, so the report (and the next task) sees the node as Slurm does.
+                    if not (found[name].get("node_fault") and state is not None and not state.finished):
+                        sub.results[attempt] = found[name]
+                    continue
                 if state is not None and state.state == "RUNNING" and not sub.started:
                     sub.started = True
                     self.emit(CheckStarted(state.nodes or "?", sub.check.name, ()))
@@ -504,12 +507,12 @@ class SlurmExecutor:
         check, task = sub.check, sub.task
         per_attempt: list[list[CaseResult]] = []
         node = None
-        drained = None
+        node_fault = None
         for attempt in sorted(sub.results):
             record = sub.results[attempt]
             node = node or (record.get("node") if record.get("node") in self.nodes else None)
             self._fetch_logs(record, check, attempt)
-            drained = drained or record.get("drained")
+            node_fault = node_fault or record.get("node_fault")
             try:
                 if "slurm" in record:
                     verdict = slurm.verdict_from_json(record["slurm"])
@@ -522,10 +525,13 @@ class SlurmExecutor:
         cases = slurm.combine_cases(check.name, check.known_bug, per_attempt)
         state = self.nodes.get(node) if node else None
         state = state or self._home(task)
-        if drained:
-            state.drained = drained
-            state.notes.append(f"{check.name}: its preflight failed; the node was drained in Slurm: {drained}")
-            self.emit(HostQuarantined(state.host.name, f"drained by the harness in Slurm: {drained}"))
+        if node_fault:
+            self._mark_drained()
+            if state.drained:
+                state.notes.append(f"{check.name}: its preflight failed; the node's epilog drained it in Slurm: {state.drained}")
+                self.emit(HostQuarantined(state.host.name, f"drained by the harness in Slurm: {state.drained}"))
+            else:
+                state.notes.append(f"{check.name}: its preflight failed ({node_fault}), but Slurm has not drained the node")
         if self.cancelled:
             return  # reported as cancelled by _cancel_open
         faults = sorted({str(c.verdict.category) for c in cases if c.outcome is Outcome.ENV_FAULT and c.verdict.category})
