@@ -335,14 +335,26 @@ def test_dev_zero_as_a_key_or_known_hosts_is_refused_not_read(tmp_path, sshd, wh
     assert "not a regular file" in caught.value.message
 
 
-def test_classify_reads_a_pipe_and_numbers_its_lines():
+@pytest.mark.parametrize("name", ["/dev/stdin", "-"])
+def test_classify_reads_a_pipe_and_numbers_its_lines(name):
     import subprocess
     import sys
 
     log = b"x\n[ RUN      ] A.B\n2025-11-07 21:59:20.155 | critical |          Always | No chips detected in the cluster (assert.hpp:103)\n"
-    done = subprocess.run([sys.executable, "-m", "harness", "classify", "/dev/stdin"], input=log, capture_output=True, timeout=60, cwd=REPO)
+    done = subprocess.run([sys.executable, "-m", "harness", "classify", name], input=log, capture_output=True, timeout=60, cwd=REPO)
     assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith(f"{name}: env_fault (device-missing)".encode())
     assert b"    3: 2025-11-07" in done.stdout
+
+
+def test_classify_refuses_a_junit_report_on_standard_input():
+    import subprocess
+    import sys
+
+    report = (Path(__file__).parent / "data" / "xml" / "gtest_layernorm_pass.xml").read_bytes()
+    done = subprocess.run([sys.executable, "-m", "harness", "classify", "-"], input=report, capture_output=True, timeout=60, cwd=REPO)
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
+    assert b"-: cannot read: a JUnit report is read from a file, not standard input: save it first" in done.stderr
 
 
 def test_classify_caps_what_it_echoes(tmp_path):

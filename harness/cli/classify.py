@@ -1,7 +1,8 @@
 """``harness classify FILE...``: judge test logs and JUnit reports after the fact.
 
 Each FILE is a log (classified in one streaming pass, constant memory) or a gtest/pytest JUnit
-XML report (recognized by its first bytes; its verdict is the worst of its cases). Exit
+XML report (recognized by its first bytes; its verdict is the worst of its cases); ``-`` is a
+log on standard input (``make test 2>&1 | harness classify -``). Exit
 status: 2 if any file could not be read, else 1 if any failed, else 3 if any hit an
 environment fault, else 0.
 
@@ -12,6 +13,7 @@ success summary into a failure. Without it, such a log is a failure that says ``
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
@@ -41,7 +43,9 @@ _SEVERITY = (EXIT_USAGE, EXIT_FAILURE, EXIT_ENV_FAULT, EXIT_OK)  # worst first
 
 @app.command("classify")
 def classify_command(
-    files: List[Path] = typer.Argument(..., metavar="FILE...", help="Test logs or gtest/pytest JUnit XML reports."),
+    files: List[Path] = typer.Argument(
+        ..., metavar="FILE...", help="Test logs or gtest/pytest JUnit XML reports; - reads a log from standard input.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per file, one per line."),
     exit_code: Optional[int] = typer.Option(
         None, "--exit-code", min=0, max=255, metavar="N",
@@ -64,7 +68,7 @@ def _judge(path: Path, exit_code: int | None) -> tuple[Verdict, tuple[CaseResult
     """The verdict on one file, and its cases if it is a report. Unreadable input is reported
     on stderr and becomes an ``error`` verdict (category ``artifact``)."""
     try:
-        with open(path, "rb") as stream:
+        with _open(path) as stream:
             head = stream.read(_HEAD)
             if not looks_like_junit(head):
                 if stream.seekable():
@@ -72,8 +76,8 @@ def _judge(path: Path, exit_code: int | None) -> tuple[Verdict, tuple[CaseResult
                     return classify_stream(stream, exit_code=exit_code), None
                 # A pipe (`classify /dev/stdin`): what was read for the sniff goes first.
                 return classify_stream(io.BufferedReader(_Prefixed(head, stream)), exit_code=exit_code), None
-            if not stream.seekable():
-                raise IngestError(str(path), "a JUnit report is read from a file, not a pipe: save it first")
+            if not stream.seekable() or _is_stdin(path):
+                raise IngestError(str(path), "a JUnit report is read from a file, not standard input: save it first")
         cases = read_junit(path)  # checks the size before reading
         return report_verdict(cases), cases
     except IngestError as exc:
@@ -82,6 +86,15 @@ def _judge(path: Path, exit_code: int | None) -> tuple[Verdict, tuple[CaseResult
         reason = exc.strerror or str(exc)
     print(f"{path}: cannot read: {reason}", file=sys.stderr)
     return Verdict.error(HarnessErrorKind.ARTIFACT, f"cannot read: {reason}"), None
+
+
+def _is_stdin(path: Path) -> bool:
+    return str(path) == "-"
+
+
+def _open(path: Path):
+    """The file, or standard input for ``-`` (left open: it is not ours to close)."""
+    return contextlib.nullcontext(sys.stdin.buffer) if _is_stdin(path) else open(path, "rb")
 
 
 class _Prefixed(io.RawIOBase):
