@@ -321,7 +321,7 @@ def _trends(run: RunInfo, runs: Sequence[RunInfo], cases: Sequence[CaseRecord]) 
     window = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     span = f"{_e(runs[-1].started[:16])} → {_e(runs[0].started[:16])}"
     out.append(f"<h2>Last {window} of {_e(run.suite)} <small>{span}</small></h2>\n")
-    out.append("<h3>Pass rate per check</h3>\n<div class=\"plots\">\n")
+    out.append("<h3>Pass rate per check <small>(of the code: environment faults and harness errors left out)</small></h3>\n<div class=\"plots\">\n")
     for check, points in pass_rate_trend(runs, cases).items():
         out.append(_chart(check, points, "pass-rate", run.run_id))
     out.append("</div>\n<h3>Environment faults per host <small>(share of the host's cases)</small></h3>\n<div class=\"plots\">\n")
