@@ -15,7 +15,7 @@ from harness.core import slurm
 from harness.core.errors import InputError
 from harness.core.inventory import load_inventory
 from harness.core.outcomes import Attempt, CaseResult, EnvCategory, KnownBug, Outcome, Verdict
-from harness.orchestration.slurmrun import drained_verdict
+from harness.orchestration.slurmrun import EPILOG_WAIT, drained_verdict, settles
 
 SHOW_ARRAY = """\
 JobId=1 ArrayJobId=1 ArrayTaskId=3 JobName=wrap
@@ -99,6 +99,15 @@ def test_job_exit_status_is_the_scripts_own():
     assert slurm.job_exit_status(SHOW_JOB_EXIT_3.replace("ExitCode=3:0", "ExitCode=0:0")) == 0
     assert slurm.job_exit_status(SHOW_JOB_EXIT_3.replace("ExitCode=3:0", "ExitCode=0:9")) is None  # killed by a signal
     assert slurm.job_exit_status("slurm_load_jobs error: Invalid job id specified") is None
+
+
+def test_a_result_that_found_its_node_at_fault_waits_for_the_epilog_within_bounds():
+    at_fault, healthy = {"node": "h1", "node_fault": "[tt-harness] preflight failed: hugepages: gone"}, {"node": "h1", "node_fault": None}
+    completing, failed = slurm.JobState(7, "COMPLETING"), slurm.JobState(7, "FAILED")
+    assert settles(healthy, completing, 0)
+    assert not settles(at_fault, completing, 0)  # the epilog is draining the node
+    assert settles(at_fault, failed, 0) and settles(at_fault, None, 0)  # ended, or gone from squeue
+    assert settles(at_fault, completing, EPILOG_WAIT + 1)  # a hung epilog does not hang the run
 
 
 def test_drain_reason_is_prefixed_and_bounded():

@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 LineSink = Callable[[str], None]
 POLL_SECONDS = 1.0
 RESULT_GRACE = 10.0  # a job ended, its result not yet visible in the shared folder (NFS)
+# How long a result that found its node at fault waits for the job's epilog (the health check
+# that drains the node) to end: an epilog that hangs must not hang the run.
+EPILOG_WAIT = 120.0
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # every result file of one poll, together
 MAX_SQUEUE_BYTES = 64 * 1024 * 1024
 COMMAND_TIMEOUT = 120.0
@@ -84,6 +87,7 @@ class _Submission:
     job_id: int | None = None
     results: dict[int, dict] = field(default_factory=dict)  # attempt -> what the node wrote (or a Slurm verdict)
     ended_at: dict[int, float] = field(default_factory=dict)  # attempt -> when Slurm said it ended, result unseen
+    seen_at: dict[int, float] = field(default_factory=dict)  # attempt -> when its result was first read
     submitted: float = field(default_factory=time.monotonic)
     started: bool = False
 
@@ -437,9 +441,7 @@ class SlurmExecutor:
                 name = f"{sub.key}.a{attempt}.json"
                 state = states.get((sub.job_id, attempt))
                 if name in found:
-                    # A node at fault is drained by the job's epilog: settle once the job has
-                    # ended, so the report (and the next task) sees the node as Slurm does.
-                    if not (found[name].get("node_fault") and state is not None and not state.finished):
+                    if settles(found[name], state, now - sub.seen_at.setdefault(attempt, now)):
                         sub.results[attempt] = found[name]
                     continue
                 if state is not None and state.state == "RUNNING" and not sub.started:
@@ -629,6 +631,14 @@ class _Unusable(Exception):
     def __init__(self, verdict: Verdict):
         super().__init__(verdict.message)
         self.verdict = verdict
+
+
+def settles(record: Mapping, state: JobState | None, waited: float) -> bool:
+    """Whether a job's result is final. One that found its node at fault waits for the job to
+    end (its epilog drains the node), so the report and the next task see the node as Slurm
+    does; for at most EPILOG_WAIT seconds after it appeared."""
+    epilog_running = bool(record.get("node_fault")) and state is not None and not state.finished
+    return not epilog_running or waited > EPILOG_WAIT
 
 
 def drained_verdict(node: str, why: str) -> Verdict:
