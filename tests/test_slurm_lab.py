@@ -280,7 +280,7 @@ def test_a_fault_between_health_checks_is_still_an_env_fault_and_drains(slurm_la
         # Drained by the time the run reports: by the job's epilog (its exit status says its
         # preflight failed; the run waits for the epilog) or, before the job ran, by the health check.
         notes = next(s for s in summary["hosts"] if s["host"] == H1).get("notes", [])
-        assert any("epilog drained it" in n for n in notes) or "[tt-harness]" in case["message"], summary["hosts"]
+        assert any("epilog ran the health check, Slurm has the node drain" in n for n in notes) or "[tt-harness]" in case["message"], summary["hosts"]
         state, reason = nodes(slurm_lab)[H1]
         assert "drain" in state and reason.startswith("[tt-harness]")
     finally:

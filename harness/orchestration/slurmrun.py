@@ -530,7 +530,7 @@ class SlurmExecutor:
         if node_fault:
             self._mark_drained()
             if state.drained:
-                state.notes.append(f"{check.name}: its preflight failed; the node's epilog drained it in Slurm: {state.drained}")
+                state.notes.append(f"{check.name}: its preflight failed; after the job's epilog ran the health check, Slurm has the node {state.drained}")
                 self.emit(HostQuarantined(state.host.name, f"drained by the harness in Slurm: {state.drained}"))
             else:
                 state.notes.append(f"{check.name}: its preflight failed ({node_fault}), but Slurm has not drained the node")
